@@ -1,0 +1,38 @@
+# `make lab` opens the course, `make test` runs every test; both set up .venv first if needed.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+JOBS   ?= 2
+
+.PHONY: install lab test bench release references execute clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	# torch first, pinned: an unpinned resolve would fetch a multi-GB CUDA build.
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+lab: install
+	$(BIN)/attn lab
+
+test: install
+	$(BIN)/python -m pytest -n $(JOBS)
+
+bench: install
+	$(BIN)/attn bench
+
+release: install
+	$(BIN)/attn release
+
+references: install
+	$(BIN)/attn references
+
+execute: install
+	$(BIN)/attn execute
+
+clean:
+	rm -rf $(VENV) .pytest_cache gradebook.db submitted autograded feedback

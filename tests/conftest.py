@@ -1,0 +1,97 @@
+"""Shared fixtures: the course's notebooks, running `attn check`, and planting edits into a solution."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from utils import notebooks as nbs
+
+ASSIGNMENTS = nbs.assignments()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Jupyter, IPython and matplotlib write state under $HOME: keep the tests off the user's.
+    home = Path(config.rootpath) / ".pytest_cache" / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("JUPYTER_PLATFORM_DIRS", "1")
+    os.environ["MPLCONFIGDIR"] = str(home / "mpl")
+    os.environ["IPYTHONDIR"] = str(home / "ipython")
+    os.environ["JUPYTER_RUNTIME_DIR"] = str(home / "runtime")
+
+
+def plants(assignment: str) -> ModuleType:
+    """tests/plants_NN.py for an assignment: MISTAKES and VARIANTS to plant into its solution."""
+    path = Path(__file__).parent / f"plants_{assignment[:2]}.py"
+    spec = importlib.util.spec_from_file_location(f"plants_{assignment[:2]}", path)
+    assert spec and spec.loader, f"missing {path}"
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.NOTEBOOK == assignment
+    return module
+
+
+def planted_copy(assignment: str, edits: list[dict], dest: Path) -> Path:
+    """The solution notebook with each edit's `old` replaced by `new` in answer cell `cell`, saved under dest."""
+    nb = nbs.read(nbs.solution_path(assignment))
+    cells = {nbs.nbgrader_meta(c).get("grade_id"): c for c in nb.cells}
+    for edit in edits:
+        cell = cells[edit["cell"]]
+        assert nbs.is_answer_cell(cell), f"{edit['cell']} is not an answer cell"
+        count = cell.source.count(edit["old"])
+        assert count == 1, f"plant {edit} must match exactly once in cell {edit['cell']}, matched {count} times"
+        cell.source = cell.source.replace(edit["old"], edit["new"])
+    path = dest / assignment / f"{assignment}.ipynb"
+    nbs.write(nb, path)
+    return path
+
+
+def attn_check(path: Path | str, *extra: str, env: dict[str, str] | None = None) -> dict:
+    """Run `attn check PATH --json` as a learner would; assert it printed exactly one JSON object."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "utils.cli", "check", str(path), "--json", *extra],
+        capture_output=True, text=True, cwd=nbs.ROOT, env={**os.environ, **(env or {})}, timeout=600,
+    )
+    assert proc.returncode == 0, f"attn check failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
+    result = json.loads(proc.stdout)  # exactly one JSON document, nothing else on stdout
+    return result
+
+
+def by_id(result: dict) -> dict[str, dict]:
+    return {ex["id"]: ex for ex in result["exercises"]}
+
+
+def secrets(assignment: str) -> tuple[list[str], dict]:
+    """What must never reach students: hidden-test source lines, the mistake catalogue, reference tensors."""
+    import re
+
+    from utils.grading import Mistake, load_grader, load_references
+
+    lines = []
+    for cell in nbs.read(nbs.solution_path(assignment)).cells:
+        hidden = re.search(r"### BEGIN HIDDEN TESTS\n(.*)### END HIDDEN TESTS", cell.source, re.S)
+        if hidden:
+            lines += [line.strip() for line in hidden.group(1).splitlines() if len(line.strip()) >= 12]
+    grader = load_grader(assignment)
+    lines += [m.explanation for m in vars(grader).values() if isinstance(m, Mistake)]
+    source = Path(grader.__file__).read_text()
+    lines += [line.strip() for line in source.splitlines() if "refs[" in line and len(line.strip()) >= 20]
+    return lines, load_references(assignment)
+
+
+def assert_no_secrets(text: str, assignment: str, where: str) -> None:
+    """Fail if `text` carries hidden-test source, catalogued explanations or hidden reference values."""
+    lines, refs = secrets(assignment)
+    for line in lines:
+        assert line not in text, f"{where} leaks hidden material: {line!r}"
+    for name, tensor in refs.items():
+        values = [abs(v) for v in tensor.flatten()[:64].tolist() if isinstance(v, float) and abs(v) % 1 > 1e-3]
+        shown = [v for v in values if f"{v:.4f}" in text]
+        assert len(shown) < max(3, len(values) // 2), f"{where} shows hidden reference values of {name}"

@@ -1,0 +1,93 @@
+"""Static checks of the course files: the exercise contract, nbgrader metadata, clean notebooks in git."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from nbgrader.nbgraderformat import MetadataValidator
+
+from utils import notebooks as nbs
+from utils.grading import load_grader
+
+from .conftest import ASSIGNMENTS
+
+# The exercise names of ../shared/COURSE.md: a contract between notebooks, tests and graders.
+CONTRACT = {
+    "01_attention_intuition": ["softmax", "attention_pool", "additive_scores"],
+    "02_scaled_dot_product_attention": ["scaled_dot_product_attention", "SelfAttention"],
+    "03_masking": ["causal_mask", "padding_mask", "sliding_window_mask", "masked_softmax", "build_attention_mask"],
+    "04_multi_head_attention": ["split_heads", "merge_heads", "MultiHeadAttention", "mha_parameter_count"],
+    "05_positional_encoding": ["sinusoidal_encoding", "offset_rotation", "PositionalEncoding", "apply_rope"],
+}
+
+
+@pytest.fixture(params=ASSIGNMENTS)
+def solution(request):
+    return request.param, nbs.read(nbs.solution_path(request.param))
+
+
+def test_the_course_has_exactly_the_contracted_notebooks():
+    assert ASSIGNMENTS == sorted(CONTRACT)
+
+
+def test_exercises_follow_the_contract_each_with_a_test_cell(solution):
+    assignment, nb = solution
+    answers = [nbs.nbgrader_meta(c)["grade_id"] for c in nb.cells if nbs.is_answer_cell(c)]
+    tests = [nbs.nbgrader_meta(c)["grade_id"] for c in nb.cells if nbs.is_test_cell(c)]
+    assert answers == CONTRACT[assignment]
+    assert tests == [f"test_{a}" for a in answers]
+
+
+def test_each_answer_defines_its_name_outside_the_solution_block(solution):
+    _, nb = solution
+    for cell in filter(nbs.is_answer_cell, nb.cells):
+        name = nbs.nbgrader_meta(cell)["grade_id"]
+        before = cell.source.split("### BEGIN SOLUTION")[0]
+        assert "### BEGIN SOLUTION" in cell.source, f"{name}: no solution block"
+        assert re.search(rf"^(def|class) {name}\b", before, re.M), f"{name}: signature must stay in the student copy"
+        assert '"""' in before, f"{name}: its docstring must stay in the student copy"
+
+
+def test_test_cells_score_with_the_points_nbgrader_knows_and_run_hidden_tests(solution):
+    assignment, nb = solution
+    grader = load_grader(assignment)
+    for cell in filter(nbs.is_test_cell, nb.cells):
+        meta = nbs.nbgrader_meta(cell)
+        exercise = meta["grade_id"].removeprefix("test_")
+        match = re.search(r'Checker\("(\w+)", points=([\d.]+)\)', cell.source)
+        assert match, f"{meta['grade_id']}: must create its Checker"
+        assert match.group(1) == exercise and float(match.group(2)) == float(meta["points"])
+        hidden = re.search(r"### BEGIN HIDDEN TESTS\n(.*)### END HIDDEN TESTS", cell.source, re.S)
+        assert hidden and f'check.hidden("{assignment}"' in hidden.group(1)
+        assert cell.source.rstrip().endswith("check.score()")
+        assert exercise in grader.HIDDEN_TESTS, f"grader/{assignment}.py has no hidden tests for {exercise}"
+
+
+def test_nbgrader_metadata_is_valid_and_ids_unique(solution):
+    _, nb = solution
+    MetadataValidator().validate_nb(nb)
+    ids = [nbs.nbgrader_meta(c).get("grade_id") for c in nb.cells]
+    assert None not in ids, "every cell needs nbgrader metadata (locked cells too)"
+    assert len(ids) == len(set(ids))
+
+
+def test_solutions_are_clean_in_git(solution):
+    assignment, nb = solution
+    raw = nbs.solution_path(assignment).read_text()
+    assert set(nb.metadata) <= {"kernelspec", "language_info"}
+    counts = [c.execution_count for c in nbs.code_cells(nb)]
+    assert counts == list(range(1, len(counts) + 1)), "run `attn execute` so execution counts are 1, 2, 3, ..."
+    for cell in nb.cells:
+        assert set(cell.metadata) <= {"nbgrader", "tags"}, f"stray cell metadata {set(cell.metadata)}"
+        for out in cell.get("outputs", []):
+            assert not (out.output_type == "stream" and out.name == "stderr"), f"stderr output: {out.text[:200]}"
+            assert out.output_type != "error", f"solution cell raised: {out.get('ename')}"
+    assert not re.search(r"object at 0x[0-9a-f]+", raw), "memory address in an output"
+
+
+def test_assignment_folders_hold_only_the_notebook():
+    # nbgrader copies every other file of the folder into the release and the feedback.
+    for assignment in ASSIGNMENTS:
+        files = [p.name for p in (nbs.SOLUTIONS / assignment).iterdir() if p.name != ".ipynb_checkpoints"]
+        assert files == [f"{assignment}.ipynb"]

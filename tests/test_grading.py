@@ -1,0 +1,175 @@
+"""Unit tests of the grading harness: checks isolate failures, score partially, teach, and hide secrets."""
+
+from __future__ import annotations
+
+import warnings
+
+import nbformat
+import pytest
+import torch
+from nbgrader.utils import determine_grade
+
+from utils import grading
+from utils.grading import RESULT_MIME, Checker, CheckFailure, Mistake, identify
+
+NO_SCALE = Mistake("no scaling", "scores grow with d_k", "Why divide")
+
+
+def test_all_checks_passing_earn_full_points():
+    check = Checker("ex", points=3)
+    with check("one"):
+        check.close(torch.ones(2), torch.ones(2))
+    with check("two"):
+        check.true(True, "never shown")
+    score = check.score()
+    assert float(score) == 3.0 and score.report["passed"] is True
+    assert score.report["feedback"] == "all 2 checks passed."
+
+
+def test_a_failing_check_costs_its_share_only_and_says_why():
+    check = Checker("ex", points=2)
+    with check("passes"):
+        pass
+    with check("fails"):
+        check.close(torch.zeros(2), torch.ones(2), "row sums")
+    score = check.score()
+    assert float(score) == 1.0
+    assert "row sums differs from the expected values in 2 of 2 entries" in score.report["feedback"]
+    assert "expected [1.0, 1.0]" in score.report["feedback"]  # visible checks may show small expected values
+
+
+def test_not_implemented_anywhere_scores_zero_even_if_other_checks_pass():
+    check = Checker("ex", points=2)
+    with check("unrelated"):
+        pass
+    with check("calls the stub"):
+        raise NotImplementedError()
+    score = check.score()
+    assert float(score) == 0.0
+    assert "not implemented yet" in score.report["feedback"]
+
+
+def test_a_learners_exception_is_reported_with_their_line():
+    def learner(x):
+        return x @ torch.ones(3, 3)  # wrong inner size
+
+    check = Checker("ex", points=1)
+    with check("runs"):
+        learner(torch.ones(2, 2))
+    message = check.score().report["checks"][0]["message"]
+    assert message.startswith("your code raised RuntimeError")
+    assert "in learner" in message and "x @ torch.ones(3, 3)" in message
+
+
+def test_an_infinite_loop_is_stopped_and_later_checks_get_a_short_limit(monkeypatch):
+    monkeypatch.setattr(grading, "CHECK_TIME_LIMIT_S", 0.3)
+    monkeypatch.setattr(grading, "AFTER_TIMEOUT_S", 0.1)
+    check = Checker("ex", points=2)
+    for name in ("first", "second"):
+        with check(name):
+            while True:
+                pass
+    messages = [c["message"] for c in check.score().report["checks"]]
+    assert messages[0].startswith("stopped after 0.3 s") and messages[1].startswith("stopped after 0.1 s")
+    assert float(check.score()) == 0.0
+
+
+def test_warnings_are_recorded_not_printed():
+    check = Checker("ex", points=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # anything escaping the check would raise here
+        with check("warns"):
+            warnings.warn("deprecated thing", UserWarning)
+    report = check.score().report
+    assert report["passed"] and "deprecated thing" in report["checks"][0]["message"]
+
+
+def test_checks_do_not_disturb_the_learners_random_state():
+    torch.manual_seed(0)
+    expected = torch.rand(1)
+    torch.manual_seed(0)
+    check = Checker("ex", points=1)
+    with check("uses randomness"):
+        torch.randn(100)
+    assert torch.equal(torch.rand(1), expected)
+
+
+@pytest.mark.parametrize(
+    "actual, fragment",
+    [
+        ((torch.ones(2), torch.ones(2)), "should be a single tensor, got a tuple of two"),
+        ([1.0, 1.0], "should be a torch.Tensor, got list"),
+        (torch.ones(3), "has shape (3,), expected (2,)"),
+        (torch.ones(2, dtype=torch.float64), "has dtype torch.float64, expected torch.float32"),
+        (torch.tensor([float("nan"), 1.0]), "contains NaN in 1 of 2 entries"),
+    ],
+)
+def test_close_explains_each_kind_of_wrong_answer(actual, fragment):
+    check = Checker("ex", points=1)
+    with pytest.raises(CheckFailure, match=None) as info:
+        check.close(actual, torch.ones(2))
+    assert fragment in str(info.value)
+
+
+def test_a_catalogued_mistake_is_named_with_its_section():
+    check = Checker("ex", points=1)
+    wrong = torch.tensor([2.0, 4.0])
+    with check("values"):
+        check.close(wrong.clone(), torch.ones(2), mistakes={NO_SCALE: wrong})
+    report = check.score().report
+    assert report["mistake"] == "no scaling"
+    assert "no scaling: scores grow with d_k — see 'Why divide'" in report["feedback"]
+
+
+def test_identify_requires_matching_values_not_just_shape():
+    assert identify(torch.ones(2), {NO_SCALE: torch.zeros(2)}) is None
+    assert identify(torch.full((2,), float("nan")), {NO_SCALE: torch.full((2,), float("nan"))}) is NO_SCALE
+
+
+def test_hidden_checks_never_print_expected_values(tmp_path, monkeypatch):
+    (tmp_path / "99_demo.py").write_text(
+        "import torch\n"
+        "def make_references():\n    return {'x': torch.tensor([0.123456, 0.654321])}\n"
+        "def hidden(check, refs, fn):\n"
+        "    with check('matches hidden reference'):\n        check.close(fn(), refs['x'])\n"
+        "HIDDEN_TESTS = {'ex': hidden}\n"
+    )
+    from safetensors.torch import save_file
+
+    save_file({"x": torch.tensor([0.123456, 0.654321])}, str(tmp_path / "99_demo.safetensors"))
+    monkeypatch.setenv(grading.GRADER_ENV, str(tmp_path))
+    check = Checker("ex", points=1)
+    check.hidden("99_demo", lambda: torch.zeros(2))
+    report = check.score().report
+    assert report["checks"][0]["hidden"] and not report["checks"][0]["passed"]
+    assert "0.1235" not in report["feedback"] and "0.123456" not in report["feedback"]
+    assert report["graded"] is True
+
+
+def test_missing_grader_folder_explains_where_hidden_tests_live(tmp_path, monkeypatch):
+    monkeypatch.setenv(grading.GRADER_ENV, str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError, match="ship with the course repository"):
+        Checker("ex", points=1).hidden("01_attention_intuition")
+
+
+def test_nbgrader_reads_the_score_as_partial_credit():
+    check = Checker("ex", points=4)
+    with check("a"):
+        pass
+    with check("b"):
+        raise ValueError("boom")
+    score = check.score()
+    bundle = score._repr_mimebundle_()
+    output = nbformat.v4.new_output("execute_result", data={"text/plain": repr(score), **bundle}, execution_count=1)
+    cell = nbformat.v4.new_code_cell(
+        "check.score()",
+        metadata={"nbgrader": {"grade": True, "solution": False, "points": 4, "grade_id": "t", "locked": True}},
+        outputs=[output],
+    )
+    assert determine_grade(cell) == (2.0, 4.0)
+    assert bundle[RESULT_MIME]["score"] == 2.0 and "<table>" in bundle["text/html"]
+
+
+def test_points_must_be_positive():
+    with pytest.raises(ValueError, match="points must be positive"):
+        Checker("ex", points=0)

@@ -1,0 +1,66 @@
+"""The instructor's route: nbgrader's own commands release, autograde and send feedback that leaks nothing."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+from nbgrader.api import Gradebook
+
+from utils import notebooks as nbs
+
+from .conftest import ASSIGNMENTS, assert_no_secrets
+
+
+def nbgrader(course, *args):
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_generate_autograde_feedback_in_a_course_directory(assignment, tmp_path):
+    course = tmp_path / "course"
+    shutil.copytree(nbs.SOLUTIONS / assignment, course / "solutions" / assignment)
+    shutil.copy(nbs.ROOT / "nbgrader_config.py", course)
+
+    nbgrader(course, "generate_assignment", assignment)
+    released = course / "notebooks" / assignment
+    assert [p.name for p in released.iterdir()] == [f"{assignment}.ipynb"]
+    assert (released / f"{assignment}.ipynb").read_bytes() == nbs.release_path(assignment).read_bytes()
+
+    # alice fills in every answer with the solution; bob hands in the blank copy.
+    solution = {nbs.nbgrader_meta(c)["grade_id"]: c for c in nbs.read(nbs.solution_path(assignment)).cells}
+    alice = nbs.read(released / f"{assignment}.ipynb")
+    for cell in filter(nbs.is_answer_cell, alice.cells):
+        cell.source = solution[nbs.nbgrader_meta(cell)["grade_id"]].source
+    nbs.write(alice, course / "submitted" / "alice" / assignment / f"{assignment}.ipynb")
+    bob = course / "submitted" / "bob" / assignment
+    bob.mkdir(parents=True)
+    shutil.copy(released / f"{assignment}.ipynb", bob)
+
+    nbgrader(course, "autograde", assignment, "--create")
+    nbgrader(course, "generate_feedback", assignment)
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        graded = {s: gb.find_submission(assignment, s) for s in ("alice", "bob")}
+        assert graded["alice"].score == graded["alice"].max_score > 0
+        assert graded["bob"].score == 0
+
+    for student in ("alice", "bob"):
+        html = (course / "feedback" / student / assignment / f"{assignment}.html").read_text()
+        assert "HIDDEN TESTS" not in html and "check.hidden" not in html
+        assert "points</b>" in html, "feedback shows each exercise's score table"
+        assert_no_secrets(html, assignment, f"{student}'s feedback")
+        files = [p.name for p in (course / "feedback" / student / assignment).iterdir()]
+        assert files == [f"{assignment}.html"]
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_student_copies_and_utils_carry_no_secrets(assignment):
+    assert_no_secrets(nbs.release_path(assignment).read_text(), assignment, f"notebooks/{assignment}")
+    for path in (nbs.ROOT / "utils").rglob("*"):
+        if path.is_file() and path.suffix == ".py":
+            assert_no_secrets(path.read_text(), assignment, str(path.relative_to(nbs.ROOT)))
+    assert not list((nbs.ROOT / "utils").rglob("*.safetensors"))

@@ -1,0 +1,41 @@
+"""`attn bench`: measure the course's performance budgets on this machine and print the figures."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from . import notebooks as nbs
+
+NOTEBOOK_BUDGET_S = 30.0
+CHECK_BUDGET_S = 20.0
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def run(assignments: list[str]) -> int:
+    """Execute each solution notebook in a fresh kernel and time `attn check` on it; 1 if a budget is missed."""
+    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
+    print(f"{'notebook':<36}{'execute (s)':>12}{'budget':>8}{'attn check (s)':>16}{'budget':>8}")
+    missed = 0
+    for assignment in assignments:
+        path = nbs.solution_path(assignment)
+        nb = nbs.read(path)
+        t_exec = _timed(lambda: nbs.execute(nb, cwd=path.parent))
+        t_check = _timed(
+            lambda: subprocess.run(
+                [sys.executable, "-m", "utils.cli", "check", str(path), "--json"],
+                cwd=nbs.ROOT, check=True, capture_output=True,
+            )
+        )
+        ok = t_exec <= NOTEBOOK_BUDGET_S and t_check <= CHECK_BUDGET_S
+        missed += not ok
+        flag = "" if ok else "  OVER BUDGET"
+        print(f"{assignment:<36}{t_exec:>12.1f}{NOTEBOOK_BUDGET_S:>8.0f}{t_check:>16.1f}{CHECK_BUDGET_S:>8.0f}{flag}")
+    return 1 if missed else 0

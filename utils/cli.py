@@ -1,0 +1,151 @@
+"""The `attn` command: open the course, release student copies, grade a notebook, maintain references."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+from . import notebooks as nbs
+
+
+def cmd_lab(args: argparse.Namespace) -> int:
+    """Start JupyterLab in the course folder, opened on notebooks/."""
+    argv = [
+        sys.executable, "-m", "jupyter", "lab",
+        f"--ServerApp.root_dir={nbs.ROOT}",
+        "--ServerApp.default_url=/lab/tree/notebooks",
+    ]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        argv.append("--allow-root")  # JupyterLab refuses to start as root without it (containers, Colab-like boxes)
+    argv += args.jupyter_args
+    os.chdir(nbs.ROOT)  # nbgrader's formgrader reads nbgrader_config.py from the folder it starts in
+    os.execv(sys.executable, argv)
+    return 0  # not reached
+
+
+def cmd_release(args: argparse.Namespace) -> int:
+    """Regenerate notebooks/ from solutions/ (or, with --check, report what is out of date)."""
+    from . import release
+
+    chosen = args.assignments or None
+    if args.check:
+        stale = release.stale(chosen)
+        for a in stale:
+            print(f"notebooks/{a} is out of date: run `attn release`")
+        return 1 if stale else 0
+    changed = release.release(chosen)
+    print(f"released {len(changed)} changed notebook(s): {', '.join(changed) or 'none'}")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Grade one notebook with the hidden tests; print a report or the JSON contract."""
+    from .checking import check, render
+
+    try:
+        result = check(args.notebook, timeout=args.timeout)
+    except (nbs.CourseError, FileNotFoundError) as exc:
+        print(f"attn check: cannot grade: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result) if args.json else render(result))
+    return 0
+
+
+def cmd_references(args: argparse.Namespace) -> int:
+    """Regenerate the stored reference tensors (or, with --check, report which are stale)."""
+    from safetensors.torch import save_file
+
+    from .grading import load_references, make_references, references_path
+
+    import torch
+
+    status = 0
+    for assignment in args.assignments or nbs.assignments():
+        fresh = make_references(assignment)
+        if args.check:
+            try:
+                stored = load_references(assignment)
+            except FileNotFoundError:
+                stored = {}
+            same = stored.keys() == fresh.keys() and all(torch.equal(stored[k], fresh[k]) for k in fresh)
+            if not same:
+                print(f"{references_path(assignment).name} is stale: run `attn references`")
+                status = 1
+        else:
+            save_file(fresh, str(references_path(assignment)))
+            print(f"wrote {len(fresh)} tensors to {references_path(assignment).relative_to(nbs.ROOT)}")
+    return status
+
+
+def cmd_execute(args: argparse.Namespace) -> int:
+    """Re-run solution notebooks top to bottom and store their outputs with clean metadata."""
+    for assignment in args.assignments or nbs.assignments():
+        path = nbs.solution_path(assignment)
+        nb = nbs.read(path)
+        nbs.execute(nb, cwd=path.parent)
+        nbs.write(nbs.clean(nb), path)
+        print(f"executed {path.relative_to(nbs.ROOT)}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Measure the course's budgets and print them."""
+    from .bench import run
+
+    return run(args.assignments or nbs.assignments())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="attn", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser(
+        "lab", help="open the course in JupyterLab (what `make lab` runs); other options go to `jupyter lab`"
+    )
+    p.set_defaults(func=cmd_lab)
+
+    p = sub.add_parser("release", help="regenerate notebooks/ (student copies) from solutions/ with nbgrader")
+    p.add_argument("assignments", nargs="*", help="assignment ids (default: all)")
+    p.add_argument("--check", action="store_true", help="only report notebooks that are out of date (exit 1)")
+    p.set_defaults(func=cmd_release)
+
+    p = sub.add_parser("check", help="grade one notebook with the hidden tests")
+    p.add_argument("notebook", help="a .ipynb file, its folder, or an id such as 01_attention_intuition")
+    p.add_argument("--json", action="store_true", help="print one JSON object (see README) instead of a report")
+    p.add_argument("--timeout", type=int, default=60, help="seconds any one cell may run (default 60)")
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("references", help="regenerate the hidden tests' reference tensors in grader/")
+    p.add_argument("assignments", nargs="*", help="assignment ids (default: all)")
+    p.add_argument("--check", action="store_true", help="only report stale reference files (exit 1)")
+    p.set_defaults(func=cmd_references)
+
+    p = sub.add_parser("execute", help="re-run solution notebooks and store their outputs (maintainers)")
+    p.add_argument("assignments", nargs="*", help="assignment ids (default: all)")
+    p.set_defaults(func=cmd_execute)
+
+    p = sub.add_parser("bench", help="measure the performance budgets and print the figures")
+    p.add_argument("assignments", nargs="*", help="assignment ids (default: all)")
+    p.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "lab":
+        args.jupyter_args = extra  # e.g. --no-browser --port=8889
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    try:
+        return args.func(args)
+    except nbs.CourseError as exc:
+        print(f"attn {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""Notebook plumbing shared by the CLI and the tests: where things are, clean metadata, executing a notebook."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+import nbformat
+from nbformat import NotebookNode
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS = ROOT / "solutions"
+NOTEBOOKS = ROOT / "notebooks"
+#: Cells with this tag are demos too slow to repeat while grading (timings, big sweeps); `attn check` skips them.
+SLOW_TAG = "slow"
+_ASSIGNMENT = re.compile(r"^\d\d_[a-z0-9_]+$")
+
+
+class CourseError(Exception):
+    """Something about the course files is wrong; the message says what to do."""
+
+
+def assignments() -> list[str]:
+    """The course's assignment ids in order (``01_attention_intuition``, ...), one per folder of solutions/."""
+    found = [p.name for p in SOLUTIONS.iterdir() if p.is_dir() and _ASSIGNMENT.match(p.name)]
+    return sorted(a for a in found if (SOLUTIONS / a / f"{a}.ipynb").is_file())
+
+
+def solution_path(assignment: str) -> Path:
+    """The source-of-truth notebook of one assignment."""
+    path = SOLUTIONS / assignment / f"{assignment}.ipynb"
+    if not path.is_file():
+        known = ", ".join(assignments()) or "none"
+        raise CourseError(f"no notebook called {assignment!r} in solutions/ (known: {known})")
+    return path
+
+
+def release_path(assignment: str, release_dir: Path = NOTEBOOKS) -> Path:
+    """The student copy of one assignment inside `release_dir`."""
+    return release_dir / assignment / f"{assignment}.ipynb"
+
+
+def resolve_notebook(path: str | Path) -> tuple[Path, str]:
+    """Turn what a user typed (a folder, a file, or an assignment id) into (notebook file, assignment id)."""
+    given = Path(path)
+    candidates = [given]
+    if given.is_dir():
+        candidates = [given / f"{given.name}.ipynb", *sorted(given.glob("*.ipynb"))]
+    elif not given.exists() and _ASSIGNMENT.match(str(path)):
+        candidates = [release_path(str(path))]
+    for candidate in candidates:
+        if candidate.is_file() and candidate.suffix == ".ipynb":
+            stem = candidate.stem
+            assignment = stem if _ASSIGNMENT.match(stem) else candidate.parent.name
+            if not _ASSIGNMENT.match(assignment) or assignment not in assignments():
+                raise CourseError(
+                    f"{candidate} is not one of the course notebooks ({', '.join(assignments())}); "
+                    "keep the file name the course gave it"
+                )
+            return candidate, assignment
+    raise CourseError(f"{path}: no notebook there (give a .ipynb file, its folder, or a name like 01_attention_intuition)")
+
+
+def read(path: Path) -> NotebookNode:
+    """Read a notebook, explaining what to do if it is not valid JSON."""
+    try:
+        return nbformat.read(str(path), as_version=4)
+    except Exception as exc:  # nbformat raises several types for damaged files
+        raise CourseError(f"{path} is not a readable notebook ({exc}); restore it from a backup or git") from exc
+
+
+def write(nb: NotebookNode, path: Path) -> None:
+    """Write a notebook in nbformat's canonical layout."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(path))
+
+
+def clean(nb: NotebookNode) -> NotebookNode:
+    """Keep only kernelspec/language_info and nbgrader/tags metadata; number executed cells 1, 2, 3, ..."""
+    nb.metadata = NotebookNode({k: nb.metadata[k] for k in ("kernelspec", "language_info") if k in nb.metadata})
+    count = 0
+    for cell in nb.cells:
+        cell.metadata = NotebookNode({k: cell.metadata[k] for k in ("nbgrader", "tags") if k in cell.metadata})
+        if cell.cell_type == "code":
+            if cell.execution_count is not None or cell.outputs:
+                count += 1
+                cell.execution_count = count
+                for out in cell.outputs:
+                    if "execution_count" in out:
+                        out.execution_count = count
+                    if "metadata" in out:  # matplotlib puts figure sizes here; nothing to keep
+                        out.metadata = NotebookNode({})
+    return nb
+
+
+def kernel_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for notebook kernels: this interpreter's scripts first on PATH, plus `extra`."""
+    env = dict(os.environ)
+    bindir = str(Path(sys.executable).parent)
+    env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+    env.setdefault("PYTHONHASHSEED", "0")
+    env.update(extra or {})
+    return env
+
+
+def execute(
+    nb: NotebookNode,
+    cwd: Path,
+    *,
+    timeout: int = 120,
+    allow_errors: bool = False,
+    env: dict[str, str] | None = None,
+    quiet: bool = False,
+) -> NotebookNode:
+    """Run every code cell of `nb` in a fresh python3 kernel started in `cwd`."""
+    from nbclient import NotebookClient
+
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        allow_errors=allow_errors,
+        interrupt_on_timeout=allow_errors,
+        record_timing=False,
+        resources={"metadata": {"path": str(cwd)}},
+    )
+    # quiet: the kernel process's own stderr (ipykernel's start-up chatter) is not shown; cell outputs are kept.
+    extra = {"stderr": subprocess.DEVNULL} if quiet else {}
+    client.execute(env=kernel_env(env), **extra)
+    return nb
+
+
+def code_cells(nb: NotebookNode) -> Iterable[NotebookNode]:
+    """The code cells of a notebook."""
+    return (c for c in nb.cells if c.cell_type == "code")
+
+
+def nbgrader_meta(cell: NotebookNode) -> dict:
+    """The cell's nbgrader metadata, or {}."""
+    return dict(cell.metadata.get("nbgrader", {}))
+
+
+def is_test_cell(cell: NotebookNode) -> bool:
+    """A locked, graded code cell (autograder tests)."""
+    meta = nbgrader_meta(cell)
+    return cell.cell_type == "code" and bool(meta.get("grade")) and not meta.get("solution")
+
+
+def is_answer_cell(cell: NotebookNode) -> bool:
+    """A cell the learner writes in."""
+    return bool(nbgrader_meta(cell).get("solution"))
