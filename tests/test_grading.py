@@ -111,6 +111,12 @@ def test_close_explains_each_kind_of_wrong_answer(actual, fragment):
     assert fragment in str(info.value)
 
 
+def test_close_compares_boolean_masks_and_counts_wrong_entries():
+    check = Checker("ex", points=1)
+    with pytest.raises(CheckFailure, match="differs from the expected values in 1 of 4 entries"):
+        check.close(torch.tensor([True, True, False, False]), torch.tensor([True, False, False, False]), "mask")
+
+
 def test_a_catalogued_mistake_is_named_with_its_section():
     check = Checker("ex", points=1)
     wrong = torch.tensor([2.0, 4.0])

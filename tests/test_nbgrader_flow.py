@@ -15,7 +15,10 @@ from .conftest import ASSIGNMENTS, assert_no_secrets
 
 
 def nbgrader(course, *args):
-    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, capture_output=True, text=True)
+    # nbgrader runs `alembic` from PATH to create the gradebook: the venv's bin must come first, as when activated.
+    proc = subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args], cwd=course, capture_output=True, text=True, env=nbs.kernel_env()
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 

@@ -232,7 +232,7 @@ class Checker:
             )
         ok = torch.isclose(actual, expected, rtol=tol["rtol"], atol=tol["atol"], equal_nan=True)
         if not bool(ok.all()):
-            diff = (actual - expected).abs().nan_to_num(nan=math.inf)
+            diff = (actual.double() - expected.double()).abs().nan_to_num(nan=math.inf)  # .double(): bool masks too
             message = (
                 f"{what} differs from the expected values in {int((~ok).sum())} of {ok.numel()} entries "
                 f"(largest difference {float(diff.max()):.3g})."
