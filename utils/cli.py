@@ -58,23 +58,18 @@ def cmd_references(args: argparse.Namespace) -> int:
     """Regenerate the stored reference tensors (or, with --check, report which are stale)."""
     from safetensors.torch import save_file
 
-    from .grading import load_references, make_references, references_path
-
-    import torch
+    from .grading import make_references, references_path, stale_references
 
     status = 0
     for assignment in args.assignments or nbs.assignments():
-        fresh = make_references(assignment)
         if args.check:
-            try:
-                stored = load_references(assignment)
-            except FileNotFoundError:
-                stored = {}
-            same = stored.keys() == fresh.keys() and all(torch.equal(stored[k], fresh[k]) for k in fresh)
-            if not same:
-                print(f"{references_path(assignment).name} is stale: run `attn references`")
+            stale = stale_references(assignment)
+            if stale:
+                shown = ", ".join(stale[:5]) + (", ..." if len(stale) > 5 else "")
+                print(f"{references_path(assignment).name} is stale ({shown}): run `attn references {assignment}`")
                 status = 1
         else:
+            fresh = make_references(assignment)
             save_file(fresh, str(references_path(assignment)))
             print(f"wrote {len(fresh)} tensors to {references_path(assignment).relative_to(nbs.ROOT)}")
     return status
