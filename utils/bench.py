@@ -27,7 +27,7 @@ def run(assignments: list[str]) -> int:
     for assignment in assignments:
         path = nbs.solution_path(assignment)
         nb = nbs.read(path)
-        t_exec = _timed(lambda: nbs.execute(nb, cwd=path.parent))
+        t_exec = _timed(lambda: nbs.execute(nb, cwd=path.parent, quiet=True))
         t_check = _timed(
             lambda: subprocess.run(
                 [sys.executable, "-m", "utils.cli", "check", str(path), "--json"],

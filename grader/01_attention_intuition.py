@@ -1,0 +1,240 @@
+"""Hidden tests of 01_attention_intuition: reference tensors, properties on fresh inputs, the catalogue of mistakes."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from utils.grading import CheckFailure, Mistake, identify
+
+# Sections of the notebook that explain each mistake (their headings, verbatim).
+S_WHY = "4. Why softmax?"
+S_SAFE = "5. Softmax, safely: overflow and the max trick"
+S_POOL = "6. Attention pooling: one query, many keys"
+S_SCORES = "7. Scoring functions: dot product vs additive (Bahdanau)"
+
+NO_MAX = Mistake(
+    "no max-subtraction",
+    "exp of a score above about 88.7 overflows to inf in float32, and inf / inf is NaN; subtract the maximum along "
+    "`dim` first, which changes nothing else because softmax is shift-invariant",
+    S_SAFE,
+)
+WRONG_DIM = Mistake(
+    "wrong dim",
+    "the output is normalised along another dimension than the `dim` argument asks for "
+    "(a hard-coded dim=-1 or dim=0, or keepdim forgotten so the max/sum broadcast along the wrong axis?)",
+    S_SAFE,
+)
+KEYS = Mistake(
+    "weighting keys instead of values",
+    "the output is weights @ keys; the keys only decide where to look, what comes back is the weighted sum of the values",
+    S_POOL,
+)
+SCORES = Mistake(
+    "scores instead of weights",
+    "the raw dot products were used as the weights without a softmax, so they are neither positive nor summing to 1",
+    S_WHY,
+)
+SCALED = Mistake(
+    "scaled scores",
+    "the scores were divided by sqrt(d); attention pooling here uses plain dot products "
+    "(the 1/sqrt(d_k) scaling is notebook 02's topic)",
+    S_POOL,
+)
+MISSING_TANH = Mistake(
+    "missing tanh",
+    "without the tanh the score is w_v·W_q q + w_v·W_k k_i: the query adds the same number to every key's score, "
+    "softmax ignores it, and the weights no longer depend on the query",
+    S_SCORES,
+)
+TANH_OUTSIDE = Mistake(
+    "tanh after w_v",
+    "the tanh squashes the final score instead of the hidden layer W_q q + W_k k_i; it belongs before the dot product with w_v",
+    S_SCORES,
+)
+
+
+# -- reference implementations (instructor side only) ------------------------------------------------
+def ref_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    e = torch.exp(x - x.amax(dim=dim, keepdim=True))
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def ref_attention_pool(query, keys, values):
+    weights = ref_softmax(keys @ query)  # (n,)
+    return weights @ values, weights  # (d_v,), (n,)
+
+
+def ref_additive_scores(query, keys, W_q, W_k, w_v):
+    hidden = (query @ W_q.T).unsqueeze(-2) + keys @ W_k.T  # (..., n, h)
+    return torch.tanh(hidden) @ w_v  # (..., n)
+
+
+# -- what the catalogued mistakes return ---------------------------------------------------------------
+def _naive_softmax(x, dim=-1):
+    e = torch.exp(x)
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def _softmax_mistakes(actual, x, dim):
+    """{WRONG_DIM: the wrong-dim softmax that `actual` reproduces (or the first one), NO_MAX: the naive softmax}."""
+    keep = dim % x.dim()
+    wrong = [ref_softmax(x, d) for d in range(x.dim()) if d != keep]
+    found = next((w for w in wrong if isinstance(actual, torch.Tensor) and identify(actual, {WRONG_DIM: w})), None)
+    mistakes = {NO_MAX: _naive_softmax(x, dim)}
+    if wrong:
+        mistakes[WRONG_DIM] = found if found is not None else wrong[0]
+    return mistakes
+
+
+def _pool_mistakes(query, keys, values):
+    scores = keys @ query
+    w = ref_softmax(scores)
+    ws = ref_softmax(scores / math.sqrt(query.shape[-1]))
+    out = {KEYS: w @ keys, SCORES: scores @ values, SCALED: ws @ values}
+    weights = {SCORES: scores, SCALED: ws}
+    return out, weights
+
+
+def _additive_mistakes(query, keys, W_q, W_k, w_v):
+    hidden = (query @ W_q.T).unsqueeze(-2) + keys @ W_k.T
+    return {MISSING_TANH: hidden @ w_v, TANH_OUTSIDE: torch.tanh(hidden @ w_v)}
+
+
+def _pair(result):
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise CheckFailure(f"attention_pool should return a tuple (output, weights), got {type(result).__name__}.")
+    return result
+
+
+# -- reference tensors ---------------------------------------------------------------------------------
+def make_references() -> dict[str, torch.Tensor]:
+    """Inputs the learner never sees and the expected outputs; `attn references` stores them."""
+    g = torch.Generator().manual_seed(20240101)
+    refs: dict[str, torch.Tensor] = {}
+    x = torch.randn(4, 9, generator=g) * 4
+    refs |= {"softmax.x": x, "softmax.out": ref_softmax(x)}
+    x3 = torch.randn(2, 5, 3, generator=g) * 3
+    refs |= {"softmax.x3": x3, "softmax.out3_dim1": ref_softmax(x3, dim=1)}
+
+    q, k, v = torch.randn(6, generator=g), torch.randn(8, 6, generator=g), torch.randn(8, 3, generator=g)
+    out, w = ref_attention_pool(q, k, v)
+    refs |= {"pool.q": q, "pool.k": k, "pool.v": v, "pool.out": out, "pool.w": w}
+    q, k, v = torch.randn(4, generator=g), torch.randn(5, 4, generator=g), torch.randn(5, 4, generator=g)
+    out, w = ref_attention_pool(q, k, v)
+    refs |= {"pool2.q": q, "pool2.k": k, "pool2.v": v, "pool2.out": out, "pool2.w": w}
+
+    q, k = torch.randn(3, generator=g), torch.randn(6, 5, generator=g)
+    W_q, W_k, w_v = torch.randn(4, 3, generator=g), torch.randn(4, 5, generator=g), torch.randn(4, generator=g)
+    refs |= {"add.q": q, "add.k": k, "add.Wq": W_q, "add.Wk": W_k, "add.wv": w_v,
+             "add.out": ref_additive_scores(q, k, W_q, W_k, w_v)}
+    return refs
+
+
+# -- hidden tests --------------------------------------------------------------------------------------
+def test_softmax(check, refs, softmax):
+    with check("matches the reference on hidden inputs (2-D, default dim)"):
+        x = refs["softmax.x"]
+        out = softmax(x)
+        check.close(out, refs["softmax.out"], "softmax(x)", mistakes=_softmax_mistakes(out, x, -1))
+    with check("matches the reference along dim=1 of a 3-D input"):
+        x = refs["softmax.x3"]
+        out = softmax(x, dim=1)
+        check.close(out, refs["softmax.out3_dim1"], "softmax(x, dim=1)", mistakes=_softmax_mistakes(out, x, 1))
+    with check("equals torch.softmax along every dim of a fresh 4-D tensor, negative dims included"):
+        x = torch.randn(2, 3, 4, 5) * 3
+        for dim in (0, 1, 2, 3, -1, -2):
+            out = softmax(x, dim=dim)
+            check.close(out, torch.softmax(x, dim=dim), f"softmax(x, dim={dim}) for x of shape (2, 3, 4, 5)",
+                        mistakes=_softmax_mistakes(out, x, dim))
+    with check("no overflow at x = 1000"):
+        x = 1000.0 + torch.randn(3, 6)
+        out = softmax(x)
+        check.close(out, torch.softmax(x, dim=-1), "softmax of scores near 1000", mistakes={NO_MAX: _naive_softmax(x)})
+    with check("shift invariance: softmax(x + c) == softmax(x) for a different large c in every row"):
+        x = torch.randn(4, 7)
+        c = 200.0 + 800.0 * torch.rand(4, 1)
+        out = softmax(x + c)
+        check.close(out, torch.softmax(x, dim=-1), "softmax(x + c)", mistakes={NO_MAX: _naive_softmax(x + c)},
+                    atol=1e-4)
+    with check("rows of 2000 widely spread scores are finite, non-negative and sum to 1"):
+        x = torch.randn(3, 2000) * 30
+        out = softmax(x)
+        check.shape(out, (3, 2000), "softmax(x)")
+        check.close(out.sum(-1), torch.ones(3), "row sums", mistakes={NO_MAX: _naive_softmax(x).sum(-1)})
+        check.true(bool((out >= 0).all()), "some weights are negative: exp is never negative")
+    with check("does not change its input in place"):
+        x = torch.randn(3, 5)
+        before = x.clone()
+        softmax(x)
+        check.true(torch.equal(x, before), "softmax(x) modified x; write `x - m`, not `x -= m`, so the caller's tensor survives")
+
+
+def test_attention_pool(check, refs, attention_pool):
+    for key, what in (("pool", "d_v != d"), ("pool2", "d_v == d")):
+        with check(f"matches the reference on hidden inputs ({what})"):
+            q, k, v = refs[f"{key}.q"], refs[f"{key}.k"], refs[f"{key}.v"]
+            out, w = _pair(attention_pool(q, k, v))
+            wrong_out, wrong_w = _pool_mistakes(q, k, v)
+            check.close(w, refs[f"{key}.w"], "weights", mistakes=wrong_w)
+            check.close(out, refs[f"{key}.out"], "output", mistakes=wrong_out)
+    with check("equals torch's scaled_dot_product_attention with scale=1 on fresh inputs (n=50, d=16, d_v=7)"):
+        q, k, v = torch.randn(16), torch.randn(50, 16), torch.randn(50, 7)
+        out, w = _pair(attention_pool(q, k, v))
+        expected = F.scaled_dot_product_attention(q[None, None], k[None], v[None], scale=1.0)[0, 0]  # (d_v,)
+        wrong_out, _ = _pool_mistakes(q, k, v)
+        check.close(out, expected, "output", mistakes=wrong_out, atol=1e-4)
+    with check("weights are a probability distribution over 10000 keys, even for large scores"):
+        q, k, v = torch.randn(8) * 20, torch.randn(10000, 8), torch.randn(10000, 3)
+        out, w = _pair(attention_pool(q, k, v))
+        check.shape(w, (10000,), "weights")
+        check.true(bool(torch.isfinite(w).all()), "some weights are inf or NaN: does a large score overflow exp?")
+        check.true(bool((w >= 0).all()), "some weights are negative: weights must come out of a softmax",
+                   SCORES if torch.allclose(w, k @ q) else None)
+        check.close(w.sum(), torch.tensor(1.0), "sum of the weights", atol=1e-4)
+    with check("the output is a blend of the values: every coordinate lies between the values' min and max"):
+        q, k, v = torch.randn(5), torch.randn(30, 5), torch.randn(30, 9) + 3
+        out, w = _pair(attention_pool(q, k, v))
+        check.shape(out, (9,), "output for values of shape (30, 9)")
+        inside = (out >= v.min(0).values - 1e-5) & (out <= v.max(0).values + 1e-5)
+        check.true(bool(inside.all()), "the output is not a convex combination of the values' rows")
+
+
+def test_additive_scores(check, refs, additive_scores):
+    with check("matches the reference on hidden inputs (d_q != d_k != h)"):
+        args = [refs[f"add.{n}"] for n in ("q", "k", "Wq", "Wk", "wv")]
+        out = additive_scores(*args)
+        check.close(out, refs["add.out"], "scores", mistakes=_additive_mistakes(*args))
+    with check("leading batch dims: query (2, 3, d_q), keys (2, 3, n, d_k) give scores (2, 3, n)"):
+        args = [torch.randn(2, 3, 4), torch.randn(2, 3, 7, 6), torch.randn(5, 4), torch.randn(5, 6), torch.randn(5)]
+        out = additive_scores(*args)
+        check.close(out, ref_additive_scores(*args), "scores", mistakes=_additive_mistakes(*args))
+    with check("many keys: n = 3000 fresh random keys, h = 32"):
+        args = [torch.randn(10), torch.randn(3000, 12), torch.randn(32, 10), torch.randn(32, 12), torch.randn(32)]
+        out = additive_scores(*args)
+        check.close(out, ref_additive_scores(*args), "scores", mistakes=_additive_mistakes(*args), atol=1e-4)
+    with check("the softmax weights change when the query changes"):
+        k, W_q, W_k, w_v = torch.randn(6, 3), torch.randn(8, 2), torch.randn(8, 3), torch.randn(8)
+        q1, q2 = torch.tensor([2.0, -1.0]), torch.tensor([-1.5, 2.5])
+        w1 = torch.softmax(additive_scores(q1, k, W_q, W_k, w_v), -1)
+        w2 = torch.softmax(additive_scores(q2, k, W_q, W_k, w_v), -1)
+        same = torch.allclose(w1, w2, atol=1e-5)
+        check.true(not same, "two different queries give identical attention weights: the query's contribution is "
+                   "the same for every key, so softmax cancels it.", MISSING_TANH if same else None)
+    with check("scores are bounded by sum(|w_v|), however large the inputs"):
+        args = [torch.randn(3) * 100, torch.randn(20, 4) * 100, torch.randn(6, 3), torch.randn(6, 4), torch.randn(6)]
+        out = additive_scores(*args)
+        bound = float(args[4].abs().sum())
+        check.shape(out, (20,), "scores")
+        ok = bool((out.abs() <= bound + 1e-4).all())
+        check.true(ok, "some scores exceed sum(|w_v|): each hidden unit goes through tanh, which lies in (-1, 1)",
+                   None if ok else identify(out, _additive_mistakes(*args)))
+
+
+HIDDEN_TESTS = {
+    "softmax": test_softmax,
+    "attention_pool": test_attention_pool,
+    "additive_scores": test_additive_scores,
+}

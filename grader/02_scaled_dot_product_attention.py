@@ -1,0 +1,380 @@
+"""Hidden tests of 02_scaled_dot_product_attention: reference implementations, the mistake catalogue, references."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from utils.grading import CheckFailure, Mistake
+
+NOTEBOOK = "02_scaled_dot_product_attention"
+STEPS = "The equation, step by step"
+WHY = "Why divide by √d_k"
+MASKS = "Masks: True = may attend"
+CROSS = "Self- and cross-attention"
+
+# -- the mistake catalogue ----------------------------------------------------------------------------
+# Entries that share a name are the same mistake seen from a different angle, explained for that angle.
+NO_SCALE = Mistake(
+    "no 1/sqrt(d_k) scaling",
+    "the raw dot products went into the softmax; their spread grows like sqrt(d_k), so with realistic "
+    "widths the softmax saturates into a near one-hot choice whose gradients all but vanish",
+    WHY,
+)
+SCALE_DK = Mistake(
+    "scaling by 1/d_k",
+    "dividing by d_k instead of sqrt(d_k) shrinks the scores' variance to 1/d_k, so the wider the "
+    "vectors, the closer every row of weights gets to a uniform average",
+    WHY,
+)
+WIDTH_DV = Mistake(
+    "scaling by sqrt(d_model) or sqrt(L)",
+    "the scores were divided by the square root of d_v, the width of the values; the spread of q·k "
+    "depends only on the width the dot product runs over, d_k = q.shape[-1]",
+    WHY,
+)
+WIDTH_LK = Mistake(
+    "scaling by sqrt(d_model) or sqrt(L)",
+    "the scores were divided by the square root of Lk, the number of keys; how many keys there are "
+    "does not change the spread of any one dot product, which depends on d_k = q.shape[-1]",
+    WHY,
+)
+WIDTH_LQ = Mistake(
+    "scaling by sqrt(d_model) or sqrt(L)",
+    "the scores were divided by the square root of Lq, the number of queries (q.shape[-2]); the "
+    "spread of a dot product depends on the width it runs over, d_k = q.shape[-1]",
+    WHY,
+)
+WIDTH_DMODEL = Mistake(
+    "scaling by sqrt(d_model) or sqrt(L)",
+    "the scores were divided by the square root of d_model, the width of x; the dot product runs over "
+    "the d_k features that W_q and W_k produce, so divide by sqrt(d_k)",
+    WHY,
+)
+WRONG_DIM = Mistake(
+    "softmax over the wrong dim",
+    "the softmax normalised over the queries (dim=-2) instead of over the keys (dim=-1); each query's "
+    "row of weights must be a distribution over the keys it reads",
+    STEPS,
+)
+WRONG_DIM_LEADING = Mistake(
+    "softmax over the wrong dim",
+    "the softmax normalised over a leading (batch or head) axis, which is what F.softmax picks when no "
+    "dim is given; normalise over the keys, dim=-1",
+    STEPS,
+)
+WEIGHTS_K = Mistake(
+    "weights @ k instead of weights @ v",
+    "the weights averaged the keys instead of the values; keys only decide where to look, values are "
+    "what gets read, so the output has d_v features",
+    STEPS,
+)
+MASK_POLARITY = Mistake(
+    "mask polarity inverted",
+    "the scores were set to -inf where the mask is True; in this course True means 'may attend', so "
+    "fill where the mask is False (~mask)",
+    MASKS,
+)
+KEYS_FROM_X = Mistake(
+    "cross-attention keys from x",
+    "a context was given but the keys and values were computed from x; in cross-attention the queries "
+    "come from x and the keys and values from the context",
+    CROSS,
+)
+
+
+# -- reference implementations (instructor side only) ------------------------------------------------
+def reference_sdpa(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    *,
+    divisor: float | None = None,
+    softmax_dim: int = -1,
+    read_keys: bool = False,
+    invert_mask: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(q k^T / divisor) v with switches that reproduce the catalogued mistakes."""
+    divisor = math.sqrt(q.shape[-1]) if divisor is None else divisor
+    scores = q @ k.transpose(-2, -1) / divisor
+    if mask is not None:
+        scores = scores.masked_fill(mask if invert_mask else ~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=softmax_dim)
+    return weights @ (k if read_keys else v), weights
+
+
+def _implicit_softmax_dim(ndim: int) -> int:
+    """The dim F.softmax chooses when none is given (torch's legacy rule)."""
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def sdpa_mistakes(q, k, v, mask=None, d_model=None):
+    """({Mistake: wrong output}, {Mistake: wrong weights}) for every catalogued SDPA mistake."""
+    args = (q, k, v, mask)
+    variants = {
+        NO_SCALE: reference_sdpa(*args, divisor=1.0),
+        SCALE_DK: reference_sdpa(*args, divisor=float(q.shape[-1])),
+        WIDTH_DV: reference_sdpa(*args, divisor=math.sqrt(v.shape[-1])),
+        WIDTH_LK: reference_sdpa(*args, divisor=math.sqrt(k.shape[-2])),
+        WIDTH_LQ: reference_sdpa(*args, divisor=math.sqrt(q.shape[-2])),
+        WRONG_DIM: reference_sdpa(*args, softmax_dim=-2),
+    }
+    if d_model is not None:
+        variants[WIDTH_DMODEL] = reference_sdpa(*args, divisor=math.sqrt(d_model))
+    ndim = max(q.dim(), k.dim())
+    if ndim >= 3:
+        variants[WRONG_DIM_LEADING] = reference_sdpa(*args, softmax_dim=_implicit_softmax_dim(ndim))
+    if mask is not None:
+        variants[MASK_POLARITY] = reference_sdpa(*args, invert_mask=True)
+    outputs = {m: out for m, (out, _) in variants.items()}
+    weights = {m: w for m, (_, w) in variants.items()}
+    outputs[WEIGHTS_K] = reference_sdpa(*args, read_keys=True)[0]
+    return outputs, weights
+
+
+def _linear(params: dict[str, torch.Tensor], name: str, x: torch.Tensor) -> torch.Tensor:
+    return F.linear(x, params[f"{name}.weight"], params.get(f"{name}.bias"))
+
+
+def reference_self_attention(params, x, context=None, mask=None, *, keys_from_x=False, **switches):
+    """SelfAttention.forward from a state dict (W_q.weight, W_q.bias, ...), with switches for the mistakes."""
+    source = x if (context is None or keys_from_x) else context
+    q, k, v = _linear(params, "W_q", x), _linear(params, "W_k", source), _linear(params, "W_v", source)
+    return reference_sdpa(q, k, v, mask, **switches)
+
+
+def self_attention_mistakes(params, x, context=None, mask=None):
+    """Wrong (outputs, weights) for a SelfAttention: its SDPA's mistakes, plus keys read from x."""
+    source = x if context is None else context
+    q, k, v = _linear(params, "W_q", x), _linear(params, "W_k", source), _linear(params, "W_v", source)
+    outputs, weights = sdpa_mistakes(q, k, v, mask, d_model=x.shape[-1])
+    if context is not None and mask is None:
+        out, w = reference_self_attention(params, x, context, keys_from_x=True)
+        outputs[KEYS_FROM_X], weights[KEYS_FROM_X] = out, w
+    return outputs, weights
+
+
+def _random_mask(g: torch.Generator | None, *shape: int) -> torch.Tensor:
+    """A boolean mask whose every row allows at least one key and forbids at least one (no empty rows either way)."""
+    mask = torch.rand(*shape, generator=g) > 0.4
+    mask[..., 0] = True
+    mask[..., -1] = False
+    return mask
+
+
+def _random_params(g: torch.Generator | None, d_model: int, d_k: int, d_v: int) -> dict[str, torch.Tensor]:
+    params = {}
+    for name, width in (("W_q", d_k), ("W_k", d_k), ("W_v", d_v)):
+        params[f"{name}.weight"] = torch.randn(width, d_model, generator=g) / math.sqrt(d_model)
+        params[f"{name}.bias"] = torch.randn(width, generator=g) * 0.2
+    return params
+
+
+def make_references() -> dict[str, torch.Tensor]:
+    """Hidden inputs and the expected outputs; `attn references 02_scaled_dot_product_attention` stores them."""
+    g = torch.Generator().manual_seed(20202)
+    refs: dict[str, torch.Tensor] = {}
+    # scaled_dot_product_attention: B=2, h=3, Lq=5, Lk=7, d_k=8, d_v=6 (every size different).
+    q = torch.randn(2, 3, 5, 8, generator=g)
+    k = torch.randn(2, 3, 7, 8, generator=g)
+    v = torch.randn(2, 3, 7, 6, generator=g)
+    mask = _random_mask(g, 2, 1, 5, 7)  # (B, 1, Lq, Lk): broadcast over the heads
+    out, weights = reference_sdpa(q, k, v)
+    out_m, weights_m = reference_sdpa(q, k, v, mask)
+    refs.update({"sdpa.q": q, "sdpa.k": k, "sdpa.v": v, "sdpa.mask": mask, "sdpa.out": out,
+                 "sdpa.weights": weights, "sdpa.masked_out": out_m, "sdpa.masked_weights": weights_m})
+    # SelfAttention(12, 8, 6): self-attention with a causal mask, and cross-attention with a longer context.
+    params = _random_params(g, 12, 8, 6)
+    x = torch.randn(2, 5, 12, generator=g)
+    causal = torch.ones(5, 5, dtype=torch.bool).tril()
+    out_self, w_self = reference_self_attention(params, x, mask=causal)
+    x_cross = torch.randn(2, 4, 12, generator=g)
+    context = torch.randn(2, 7, 12, generator=g)
+    out_cross, w_cross = reference_self_attention(params, x_cross, context)
+    refs.update({f"SelfAttention.{k}": v for k, v in params.items()})
+    refs.update({"SelfAttention.x": x, "SelfAttention.self_out": out_self, "SelfAttention.self_weights": w_self,
+                 "SelfAttention.cross_x": x_cross, "SelfAttention.context": context,
+                 "SelfAttention.cross_out": out_cross, "SelfAttention.cross_weights": w_cross})
+    return refs
+
+
+# -- hidden tests --------------------------------------------------------------------------------------
+def _close(check, actual, expected, what, mistakes, **tol) -> None:
+    """check.close, computing the catalogue of wrong answers (a callable) only when the answer is wrong."""
+    try:
+        check.close(actual, expected, what, **tol)
+    except CheckFailure:
+        check.close(actual, expected, what, mistakes=mistakes(), **tol)
+
+
+def _pair(result):
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise CheckFailure(f"should return a tuple (output, weights), got {type(result).__name__}.")
+    return result
+
+
+def _expect_value_error(fn, what: str, numbers: tuple[int, int]) -> None:
+    try:
+        fn()
+    except ValueError as exc:
+        message = str(exc)
+        named = all(str(n) in message for n in numbers)
+        if not named:
+            raise CheckFailure(
+                f"{what} raised ValueError({message!r}); make the message show the shapes that disagree, "
+                "so whoever reads it can see which sizes to fix."
+            ) from None
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise CheckFailure(f"{what} should raise a ValueError that explains the shapes, got {type(exc).__name__}: {exc}") from None
+    else:
+        raise CheckFailure(f"{what} returned instead of raising ValueError.")
+
+
+def test_scaled_dot_product_attention(check, refs, scaled_dot_product_attention):
+    def compare(q, k, v, mask, out_ref, w_ref, what, **tol):
+        args = (q.clone(), k.clone(), v.clone())
+        result = scaled_dot_product_attention(*args) if mask is None else scaled_dot_product_attention(*args, mask=mask.clone())
+        out, weights = _pair(result)
+        _close(check, out, out_ref, f"output ({what})", lambda: sdpa_mistakes(q, k, v, mask)[0], **tol)
+        _close(check, weights, w_ref, f"weights ({what})", lambda: sdpa_mistakes(q, k, v, mask)[1], **tol)
+
+    def against_torch(lead, Lq, Lk, d_k, d_v, mask_kind, scale=1.0, **tol):
+        q = torch.randn(*lead, Lq, d_k) * scale
+        k = torch.randn(*lead, Lk, d_k) * scale
+        v = torch.randn(*lead, Lk, d_v)
+        if mask_kind == "padding":  # (..., 1, Lk): the same keys for every query
+            mask = _random_mask(None, *lead[:-1], 1, 1, Lk) if lead else _random_mask(None, 1, Lk)
+        elif mask_kind == "pattern":  # (Lq, Lk): the same pattern for every batch element and head
+            mask = _random_mask(None, Lq, Lk)
+        else:
+            mask = None
+        expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        _, w_ref = reference_sdpa(q, k, v, mask)
+        compare(q, k, v, mask, expected, w_ref, f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}, "
+                f"mask {None if mask is None else tuple(mask.shape)}, compared with torch's", **tol)
+
+    q, k, v, mask = (refs[f"sdpa.{n}"] for n in ("q", "k", "v", "mask"))
+    with check("matches the reference on hidden inputs (B=2, h=3, Lq=5, Lk=7, d_k=8, d_v=6), no mask"):
+        compare(q, k, v, None, refs["sdpa.out"], refs["sdpa.weights"], "hidden input")
+    with check("matches the reference on the same inputs with a boolean (B, 1, Lq, Lk) mask"):
+        compare(q, k, v, mask, refs["sdpa.masked_out"], refs["sdpa.masked_weights"], "hidden input with a mask")
+    with check("equals torch.nn.functional.scaled_dot_product_attention on fresh non-square inputs, 0 to 3 leading dims"):
+        for lead, Lq, Lk, d_k, d_v in [((3, 4), 9, 6, 16, 10), ((2,), 11, 13, 32, 20), ((), 4, 7, 5, 3),
+                                       ((2, 2, 3), 3, 5, 12, 7)]:
+            against_torch(lead, Lq, Lk, d_k, d_v, None)
+    with check("equals torch's with masks that broadcast: key padding (B, 1, 1, Lk) and a (Lq, Lk) pattern"):
+        against_torch((3, 2), 6, 9, 16, 10, "padding")
+        against_torch((2, 4), 5, 7, 12, 20, "pattern")
+    with check("equals torch's on a larger input (B=2, h=4, Lq=300, Lk=333, d_k=64, d_v=48) with a mask"):
+        against_torch((2, 4), 300, 333, 64, 48, "pattern", atol=2e-5)
+    with check("large scores (entries of q and k around ±30) neither overflow nor give NaN"):
+        against_torch((2,), 6, 8, 16, 12, None, scale=30.0, atol=1e-4)
+    with check("leaves its inputs unchanged (no in-place edits of q, k, v or mask)"):
+        q2, k2, v2 = torch.randn(2, 4, 8), torch.randn(2, 6, 8), torch.randn(2, 6, 5)
+        m2 = _random_mask(None, 2, 4, 6)
+        copies = [t.clone() for t in (q2, k2, v2, m2)]
+        scaled_dot_product_attention(q2, k2, v2, mask=m2)
+        for name, before, after in zip(("q", "k", "v", "mask"), copies, (q2, k2, v2, m2)):
+            check.true(torch.equal(before, after), f"{name} was changed in place; the caller still needs it.")
+    with check("mismatched shapes raise ValueError naming them: d_k of q vs k, and Lk of k vs v"):
+        _expect_value_error(
+            lambda: scaled_dot_product_attention(torch.randn(2, 4, 13), torch.randn(2, 6, 11), torch.randn(2, 6, 5)),
+            "q with d_k = 13 and k with d_k = 11", (13, 11))
+        _expect_value_error(
+            lambda: scaled_dot_product_attention(torch.randn(2, 4, 8), torch.randn(2, 17, 8), torch.randn(2, 19, 5)),
+            "k with Lk = 17 and v with Lk = 19", (17, 19))
+
+
+def _build(cls, d_model: int, d_k: int, d_v: int):
+    module = cls(d_model, d_k, d_v)
+    if not isinstance(module, nn.Module):
+        raise CheckFailure(f"SelfAttention should be an nn.Module, got {type(module).__name__}.")
+    return module
+
+
+def _load(module, params: dict[str, torch.Tensor]) -> None:
+    """Copy the test's weights in; explain what is missing instead of a bare load_state_dict error."""
+    own = dict(module.named_parameters())
+    missing = sorted(set(params) - set(own))
+    if missing:
+        raise CheckFailure(
+            f"the module has no parameter(s) {missing}: it needs W_q and W_k = nn.Linear(d_model, d_k) and "
+            "W_v = nn.Linear(d_model, d_v), with their biases (nn.Linear's default)."
+        )
+    with torch.no_grad():
+        for name, tensor in params.items():
+            if own[name].shape != tensor.shape:
+                raise CheckFailure(f"{name} has shape {tuple(own[name].shape)}, expected {tuple(tensor.shape)}.")
+            own[name].copy_(tensor)
+
+
+def _self_attention_params(refs) -> dict[str, torch.Tensor]:
+    return {k.removeprefix("SelfAttention."): v for k, v in refs.items() if k.startswith("SelfAttention.W_")}
+
+
+def test_self_attention(check, refs, SelfAttention):
+    def compare(module, params, x, context, mask, out_ref, w_ref, what, **tol):
+        kwargs = {}
+        if context is not None:
+            kwargs["context"] = context
+        if mask is not None:
+            kwargs["mask"] = mask
+        with torch.no_grad():
+            out, weights = _pair(module(x, **kwargs))
+        wrong = lambda i: self_attention_mistakes(params, x, context, mask)[i]  # noqa: E731
+        _close(check, out, out_ref, f"output ({what})", lambda: wrong(0), **tol)
+        _close(check, weights, w_ref, f"weights ({what})", lambda: wrong(1), **tol)
+
+    params = _self_attention_params(refs)
+    with check("supplied weights reproduce stored outputs: self-attention with a causal mask (B=2, L=5, d_model=12, d_k=8, d_v=6)"):
+        module = _build(SelfAttention, 12, 8, 6)
+        _load(module, params)
+        causal = torch.ones(5, 5, dtype=torch.bool).tril()
+        compare(module, params, refs["SelfAttention.x"], None, causal, refs["SelfAttention.self_out"],
+                refs["SelfAttention.self_weights"], "hidden self-attention input")
+    with check("supplied weights reproduce stored outputs: cross-attention, x of length 4, context of length 7"):
+        module = _build(SelfAttention, 12, 8, 6)
+        _load(module, params)
+        compare(module, params, refs["SelfAttention.cross_x"], refs["SelfAttention.context"], None,
+                refs["SelfAttention.cross_out"], refs["SelfAttention.cross_weights"], "hidden cross-attention input")
+    with check("matches nn.Linear + torch's scaled_dot_product_attention: cross-attention with a key-padding mask"):
+        B, Lq, Lk, d_model, d_k, d_v = 3, 6, 9, 16, 4, 10
+        fresh = _random_params(None, d_model, d_k, d_v)
+        module = _build(SelfAttention, d_model, d_k, d_v)
+        _load(module, fresh)
+        x, context = torch.randn(B, Lq, d_model), torch.randn(B, Lk, d_model)
+        mask = _random_mask(None, B, 1, Lk)  # (B, 1, Lk): padding on the context's keys
+        q, k, v = _linear(fresh, "W_q", x), _linear(fresh, "W_k", context), _linear(fresh, "W_v", context)
+        expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        _, w_ref = reference_sdpa(q, k, v, mask)
+        compare(module, fresh, x, context, mask, expected, w_ref, "fresh cross-attention input, compared with torch's")
+    with check("context=None is self-attention: the same result as passing context=x"):
+        module = _build(SelfAttention, 10, 6, 3)
+        _load(module, _random_params(None, 10, 6, 3))
+        x = torch.randn(2, 7, 10)
+        with torch.no_grad():
+            out_none, w_none = _pair(module(x))
+            out_x, w_x = _pair(module(x, context=x))
+        check.close(out_none, out_x, "output with context=None vs context=x")
+        check.close(w_none, w_x, "weights with context=None vs context=x")
+    with check("gradients reach W_q, W_k and W_v (nothing detached, nothing under no_grad)"):
+        module = _build(SelfAttention, 8, 4, 5)
+        x, context = torch.randn(2, 3, 8), torch.randn(2, 6, 8)
+        out, weights = _pair(module(x, context=context))
+        (out.square().sum() + weights.square().sum()).backward()
+        for name in ("W_q", "W_k", "W_v"):
+            grad = getattr(module, name).weight.grad
+            check.true(grad is not None and bool(grad.abs().sum() > 0),
+                       f"{name}.weight received no gradient: is its output detached, or computed under no_grad?")
+
+
+HIDDEN_TESTS = {
+    "scaled_dot_product_attention": test_scaled_dot_product_attention,
+    "SelfAttention": test_self_attention,
+}

@@ -1,0 +1,44 @@
+"""Mistakes planted into 01_attention_intuition's solution (each must lose points and be named) and correct rewrites (full marks)."""
+
+NOTEBOOK = "01_attention_intuition"
+
+# Each mistake replaces `old` (exactly once) in answer cell `cell`; grading must lose points on `exercise`
+# and name `mistake` there.
+MISTAKES = [
+    # softmax
+    {"cell": "softmax", "old": "shifted = x - x.max(dim=dim, keepdim=True).values", "new": "shifted = x",
+     "exercise": "softmax", "mistake": "no max-subtraction"},
+    {"cell": "softmax", "old": "    ### BEGIN SOLUTION\n", "new": "    ### BEGIN SOLUTION\n    dim = 0\n",
+     "exercise": "softmax", "mistake": "wrong dim"},
+    {"cell": "softmax", "old": "    ### BEGIN SOLUTION\n", "new": "    ### BEGIN SOLUTION\n    dim = -1\n",
+     "exercise": "softmax", "mistake": "wrong dim"},
+    # attention_pool
+    {"cell": "attention_pool", "old": "output = weights @ values", "new": "output = weights @ keys",
+     "exercise": "attention_pool", "mistake": "weighting keys instead of values"},
+    {"cell": "attention_pool", "old": "weights = torch.softmax(scores, dim=-1)", "new": "weights = scores",
+     "exercise": "attention_pool", "mistake": "scores instead of weights"},
+    {"cell": "attention_pool", "old": "scores = keys @ query", "new": "scores = keys @ query / query.shape[-1] ** 0.5",
+     "exercise": "attention_pool", "mistake": "scaled scores"},
+    # additive_scores
+    {"cell": "additive_scores", "old": "return torch.tanh(q_hidden + k_hidden) @ w_v",
+     "new": "return (q_hidden + k_hidden) @ w_v",
+     "exercise": "additive_scores", "mistake": "missing tanh"},
+    {"cell": "additive_scores", "old": "return torch.tanh(q_hidden + k_hidden) @ w_v",
+     "new": "return torch.tanh((q_hidden + k_hidden) @ w_v)",
+     "exercise": "additive_scores", "mistake": "tanh after w_v"},
+]
+
+# Correct answers written differently must keep full marks.
+VARIANTS = [
+    {"cell": "softmax", "old": "x.max(dim=dim, keepdim=True).values", "new": "x.amax(dim, keepdim=True).detach()"},
+    {"cell": "softmax", "old": "return e / e.sum(dim=dim, keepdim=True)",
+     "new": "return torch.exp(shifted - torch.logsumexp(shifted, dim=dim, keepdim=True))"},
+    {"cell": "attention_pool", "old": "scores = keys @ query", "new": "scores = torch.einsum('nd,d->n', keys, query)"},
+    {"cell": "attention_pool", "old": "weights = torch.softmax(scores, dim=-1)", "new": "weights = softmax(scores)"},
+    {"cell": "attention_pool", "old": "output = weights @ values",
+     "new": "output = (weights[:, None] * values).sum(dim=0)"},
+    {"cell": "additive_scores", "old": "return torch.tanh(q_hidden + k_hidden) @ w_v",
+     "new": "return torch.einsum('...nh,h->...n', torch.tanh(q_hidden + k_hidden), w_v)"},
+    {"cell": "additive_scores", "old": "k_hidden = keys @ W_k.T",
+     "new": "k_hidden = torch.nn.functional.linear(keys, W_k)"},
+]

@@ -1,0 +1,54 @@
+"""Mistakes planted into 02_scaled_dot_product_attention's solution (each must lose points and be named) and correct rewrites (full marks)."""
+
+NOTEBOOK = "02_scaled_dot_product_attention"
+
+_SCORES = "scores = (q / math.sqrt(d_k)) @ k.transpose(-2, -1)"
+_SA_RETURN = "return scaled_dot_product_attention(q, k, v, mask)"
+
+# Each mistake replaces `old` (exactly once) in answer cell `cell`; grading must lose points on `exercise`
+# and name `mistake` there.
+MISTAKES = [
+    # scaled_dot_product_attention: the scale
+    {"cell": "scaled_dot_product_attention", "old": _SCORES, "new": "scores = q @ k.transpose(-2, -1)",
+     "exercise": "scaled_dot_product_attention", "mistake": "no 1/sqrt(d_k) scaling"},
+    {"cell": "scaled_dot_product_attention", "old": "math.sqrt(d_k)", "new": "d_k",
+     "exercise": "scaled_dot_product_attention", "mistake": "scaling by 1/d_k"},
+    {"cell": "scaled_dot_product_attention", "old": "d_k = q.shape[-1]", "new": "d_k = k.shape[-2]",
+     "exercise": "scaled_dot_product_attention", "mistake": "scaling by sqrt(d_model) or sqrt(L)"},
+    {"cell": "scaled_dot_product_attention", "old": "d_k = q.shape[-1]", "new": "d_k = q.shape[-2]",
+     "exercise": "scaled_dot_product_attention", "mistake": "scaling by sqrt(d_model) or sqrt(L)"},
+    {"cell": "scaled_dot_product_attention", "old": "d_k = q.shape[-1]", "new": "d_k = v.shape[-1]",
+     "exercise": "scaled_dot_product_attention", "mistake": "scaling by sqrt(d_model) or sqrt(L)"},
+    # scaled_dot_product_attention: the softmax, the values, the mask
+    {"cell": "scaled_dot_product_attention", "old": "torch.softmax(scores, dim=-1)", "new": "torch.softmax(scores, dim=-2)",
+     "exercise": "scaled_dot_product_attention", "mistake": "softmax over the wrong dim"},
+    {"cell": "scaled_dot_product_attention", "old": "torch.softmax(scores, dim=-1)", "new": "F.softmax(scores)",
+     "exercise": "scaled_dot_product_attention", "mistake": "softmax over the wrong dim"},
+    {"cell": "scaled_dot_product_attention", "old": "return weights @ v, weights", "new": "return weights @ k, weights",
+     "exercise": "scaled_dot_product_attention", "mistake": "weights @ k instead of weights @ v"},
+    {"cell": "scaled_dot_product_attention", "old": "scores.masked_fill(~mask,", "new": "scores.masked_fill(mask,",
+     "exercise": "scaled_dot_product_attention", "mistake": "mask polarity inverted"},
+    # SelfAttention: written inline with the width of x as the divisor, and the context ignored
+    {"cell": "SelfAttention", "old": _SA_RETURN,
+     "new": "weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(x.shape[-1]) if mask is None else "
+            "(q @ k.transpose(-2, -1) / math.sqrt(x.shape[-1])).masked_fill(~mask, float('-inf')), dim=-1)\n"
+            "        return weights @ v, weights",
+     "exercise": "SelfAttention", "mistake": "scaling by sqrt(d_model) or sqrt(L)"},
+    {"cell": "SelfAttention", "old": "source = x if context is None else context", "new": "source = x",
+     "exercise": "SelfAttention", "mistake": "cross-attention keys from x"},
+]
+
+# Correct answers written differently must keep full marks (all applied together).
+VARIANTS = [
+    {"cell": "scaled_dot_product_attention", "old": _SCORES,
+     "new": "scores = torch.einsum('...qd,...kd->...qk', q, k) / d_k ** 0.5"},
+    {"cell": "scaled_dot_product_attention", "old": 'scores = scores.masked_fill(~mask, float("-inf"))',
+     "new": 'scores = torch.where(mask, scores, torch.tensor(float("-inf")))'},
+    {"cell": "scaled_dot_product_attention", "old": "torch.softmax(scores, dim=-1)", "new": "F.softmax(scores, -1)"},
+    {"cell": "scaled_dot_product_attention", "old": "return weights @ v, weights",
+     "new": "return torch.einsum('...qk,...kd->...qd', weights, v), weights"},
+    {"cell": "SelfAttention", "old": "source = x if context is None else context",
+     "new": "source = context if context is not None else x"},
+    {"cell": "SelfAttention", "old": "self.W_v = nn.Linear(d_model, d_v)",
+     "new": "self.W_v = nn.Linear(in_features=d_model, out_features=d_v, bias=True)"},
+]
