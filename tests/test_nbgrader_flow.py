@@ -24,11 +24,13 @@ def nbgrader(course, *args):
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_generate_autograde_feedback_in_a_course_directory(assignment, tmp_path):
+    # The repository's layout: source and (committed) release side by side, commands as README gives them.
     course = tmp_path / "course"
     shutil.copytree(nbs.SOLUTIONS / assignment, course / "solutions" / assignment)
+    shutil.copytree(nbs.NOTEBOOKS / assignment, course / "notebooks" / assignment)
     shutil.copy(nbs.ROOT / "nbgrader_config.py", course)
 
-    nbgrader(course, "generate_assignment", assignment)
+    nbgrader(course, "generate_assignment", assignment, "--force")
     released = course / "notebooks" / assignment
     assert [p.name for p in released.iterdir()] == [f"{assignment}.ipynb"]
     assert (released / f"{assignment}.ipynb").read_bytes() == nbs.release_path(assignment).read_bytes()
