@@ -1,0 +1,384 @@
+"""Hidden tests of 04_multi_head_attention: reference implementations, the mistake catalogue, references."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from utils.grading import CheckFailure, Mistake
+
+NOTEBOOK = "04_multi_head_attention"
+SPLIT = "4. Splitting the heads"
+BUG = "5. The classic silent bug: view without transpose"
+MERGE = "6. Merging the heads"
+PIPELINE = "7. Multi-head attention, step by step"
+
+# -- the mistake catalogue ----------------------------------------------------------------------------
+# Several entries share a name: the same mistake, made in a different place, explained for that place.
+VIEW_SPLIT = Mistake(
+    "view without transpose",
+    "x.view(B, h, L, d) has the right shape, but it deals the flattened (L, D) block out in consecutive "
+    "chunks, so one 'head' holds the features of neighbouring positions glued together; view as "
+    "(B, L, h, d) first, then transpose(1, 2)",
+    BUG,
+)
+VIEW_MERGE = Mistake(
+    "view without transpose",
+    "reshaping (B, h, L, d) straight to (B, L, h*d) lays head 0's rows end to end before head 1's, so "
+    "output row i is made of several positions of one head; transpose(1, 2) back to (B, L, h, d) first",
+    BUG,
+)
+VIEW_BOTH = Mistake(
+    "view without transpose",
+    "the heads were split with view(B, h, L, d) and merged without transposing back: the shapes "
+    "undo each other, but every head attended over rows that mix positions",
+    BUG,
+)
+SCALE_D_MODEL = Mistake(
+    "scaling by sqrt(d_model)",
+    "a head's score is a dot product over its own d_k = d_model / h features, so its spread grows with "
+    "d_k; dividing by the square root of d_model flattens every head's softmax",
+    PIPELINE,
+)
+MISSING_W_O = Mistake(
+    "missing W_o",
+    "the concatenated heads were returned without the output projection W_o, so no output feature "
+    "mixes information from more than one head",
+    PIPELINE,
+)
+AVERAGE_MERGE = Mistake(
+    "averaging heads",
+    "the heads were combined by their mean over the head axis, (B, L, d), instead of being "
+    "concatenated side by side, (B, L, h*d)",
+    MERGE,
+)
+AVERAGE_WEIGHTS = Mistake(
+    "averaging heads",
+    "the attention weights were averaged over the heads, (B, Lq, Lk), as torch.nn.MultiheadAttention "
+    "does by default; this module returns one map per head, (B, h, Lq, Lk)",
+    PIPELINE,
+)
+
+
+# -- reference implementations (instructor side only) ------------------------------------------------
+def reference_split_heads(x: torch.Tensor, num_heads: int, *, transpose: bool = True) -> torch.Tensor:
+    B, L, D = x.shape
+    if not transpose:
+        return x.reshape(B, num_heads, L, D // num_heads)
+    return x.reshape(B, L, num_heads, D // num_heads).transpose(1, 2)
+
+
+def reference_merge_heads(x: torch.Tensor, *, transpose: bool = True, average: bool = False) -> torch.Tensor:
+    B, h, L, d = x.shape
+    if average:
+        return x.mean(dim=1)
+    if not transpose:
+        return x.reshape(B, L, h * d)
+    return x.transpose(1, 2).reshape(B, L, h * d)
+
+
+def reference_mha(
+    params: dict[str, torch.Tensor],
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    mask: torch.Tensor | None,
+    num_heads: int,
+    *,
+    split_transpose: bool = True,
+    merge_transpose: bool = True,
+    scale_width: str = "d_k",
+    use_w_o: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Multi-head attention from a state dict (W_q.weight, W_q.bias, ...), with switches for the mistakes."""
+
+    def linear(x: torch.Tensor, name: str) -> torch.Tensor:
+        bias = params.get(f"{name}.bias")
+        return torch.nn.functional.linear(x, params[f"{name}.weight"], bias)
+
+    d_model = query.shape[-1]
+    q = reference_split_heads(linear(query, "W_q"), num_heads, transpose=split_transpose)
+    k = reference_split_heads(linear(key, "W_k"), num_heads, transpose=split_transpose)
+    v = reference_split_heads(linear(value, "W_v"), num_heads, transpose=split_transpose)
+    width = d_model // num_heads if scale_width == "d_k" else d_model
+    scores = q @ k.transpose(-2, -1) / math.sqrt(width)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    out = reference_merge_heads(weights @ v, transpose=merge_transpose)
+    if use_w_o:
+        out = linear(out, "W_o")
+    return out, weights
+
+
+def mha_mistakes(params, query, key, value, mask, num_heads):
+    """{Mistake: wrong output} and {Mistake: wrong weights} for every catalogued MHA mistake."""
+    args = (params, query, key, value, mask, num_heads)
+    variants = {
+        VIEW_SPLIT: reference_mha(*args, split_transpose=False),
+        VIEW_MERGE: reference_mha(*args, merge_transpose=False),
+        VIEW_BOTH: reference_mha(*args, split_transpose=False, merge_transpose=False),
+        SCALE_D_MODEL: reference_mha(*args, scale_width="d_model"),
+        MISSING_W_O: reference_mha(*args, use_w_o=False),
+    }
+    outputs = {m: out for m, (out, _) in variants.items()}
+    weights = {m: w for m, (_, w) in variants.items() if m is not MISSING_W_O and m is not VIEW_MERGE}
+    weights[AVERAGE_WEIGHTS] = reference_mha(*args)[1].mean(dim=1)
+    return outputs, weights
+
+
+def _random_params(g: torch.Generator, d_model: int, bias: bool) -> dict[str, torch.Tensor]:
+    params = {}
+    for name in ("W_q", "W_k", "W_v", "W_o"):
+        params[f"{name}.weight"] = torch.randn(d_model, d_model, generator=g) / math.sqrt(d_model)
+        if bias:
+            params[f"{name}.bias"] = torch.randn(d_model, generator=g) * 0.1
+    return params
+
+
+def make_references() -> dict[str, torch.Tensor]:
+    """Hidden inputs and the expected outputs; `attn references 04_multi_head_attention` stores them."""
+    g = torch.Generator().manual_seed(40404)
+    refs: dict[str, torch.Tensor] = {}
+    x = torch.randn(2, 5, 12, generator=g)
+    refs["split_heads.x"] = x
+    refs["split_heads.out"] = reference_split_heads(x, 3)
+    heads = torch.randn(2, 3, 5, 4, generator=g)
+    refs["merge_heads.x"] = heads
+    refs["merge_heads.out"] = reference_merge_heads(heads)
+    # MultiHeadAttention(12, 3): cross-attention, Lq = 4 != Lk = 6, key != value, a padding mask (B, 1, 1, Lk).
+    params = _random_params(g, 12, bias=True)
+    query = torch.randn(2, 4, 12, generator=g)
+    key = torch.randn(2, 6, 12, generator=g)
+    value = torch.randn(2, 6, 12, generator=g)
+    mask = (torch.arange(6) < torch.tensor([6, 4])[:, None])[:, None, None, :]  # (B, 1, 1, Lk)
+    out, weights = reference_mha(params, query, key, value, mask, 3)
+    refs.update({f"MultiHeadAttention.{k}": v for k, v in params.items()})
+    refs.update(
+        {
+            "MultiHeadAttention.query": query,
+            "MultiHeadAttention.key": key,
+            "MultiHeadAttention.value": value,
+            "MultiHeadAttention.mask": mask,
+            "MultiHeadAttention.out": out,
+            "MultiHeadAttention.weights": weights,
+        }
+    )
+    return refs
+
+
+# -- hidden tests --------------------------------------------------------------------------------------
+def test_split_heads(check, refs, split_heads):
+    with check("matches the reference on a hidden input (B=2, L=5, D=12, h=3)"):
+        x = refs["split_heads.x"]
+        check.close(
+            split_heads(x.clone(), 3), refs["split_heads.out"], "split_heads(x, 3)",
+            mistakes={VIEW_SPLIT: reference_split_heads(x, 3, transpose=False)},
+        )
+    with check("fresh random inputs of several shapes (h = 2, 5, 20: down to one feature per head)"):
+        for B, L, D, h in [(3, 7, 20, 2), (1, 9, 20, 5), (2, 3, 20, 20)]:
+            x = torch.randn(B, L, D)
+            check.close(
+                split_heads(x.clone(), h), reference_split_heads(x, h), f"split_heads(x of shape {(B, L, D)}, {h})",
+                mistakes={VIEW_SPLIT: reference_split_heads(x, h, transpose=False)},
+            )
+    with check("one head: split_heads(x, 1) is x with a head axis of size 1"):
+        x = torch.randn(2, 6, 8)
+        check.close(split_heads(x.clone(), 1), x.unsqueeze(1), "split_heads(x, 1)")
+    with check("merging back gives x again (split then merge is the identity)"):
+        x = torch.randn(2, 11, 24)
+        check.close(
+            reference_merge_heads(split_heads(x.clone(), 6)), x, "merge(split_heads(x, 6))",
+            mistakes={VIEW_SPLIT: reference_merge_heads(reference_split_heads(x, 6, transpose=False))},
+        )
+    with check("a width that heads cannot share evenly (D=10, h=4) raises ValueError with a message"):
+        try:
+            split_heads(torch.randn(2, 3, 10), 4)
+        except ValueError as exc:
+            check.true(str(exc).strip(), "the ValueError should say why (D is not divisible by num_heads).")
+        except NotImplementedError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise CheckFailure(
+                f"expected a ValueError that explains the problem, got {type(exc).__name__}: {exc}"
+            ) from None
+        else:
+            raise CheckFailure("split_heads(x of width 10, num_heads=4) returned instead of raising ValueError.")
+
+
+def test_merge_heads(check, refs, merge_heads):
+    def mistakes(x):
+        return {
+            VIEW_MERGE: reference_merge_heads(x, transpose=False),
+            AVERAGE_MERGE: reference_merge_heads(x, average=True),
+        }
+
+    with check("matches the reference on a hidden input (B=2, h=3, L=5, d=4)"):
+        x = refs["merge_heads.x"]
+        check.close(merge_heads(x.clone()), refs["merge_heads.out"], "merge_heads(x)", mistakes=mistakes(x))
+    with check("fresh random inputs of several shapes, including a non-contiguous one"):
+        for B, h, L, d in [(3, 4, 7, 5), (1, 8, 2, 3)]:
+            x = torch.randn(B, h, L, d)
+            check.close(merge_heads(x.clone()), reference_merge_heads(x), f"merge_heads(x of shape {(B, h, L, d)})",
+                        mistakes=mistakes(x))
+        x = torch.randn(2, 6, 3, 5).transpose(1, 2)  # (B=2, h=3, L=6, d=5), not contiguous
+        check.close(merge_heads(x), reference_merge_heads(x), "merge_heads(a transposed tensor)", mistakes=mistakes(x))
+    with check("one head: merge_heads of (B, 1, L, d) is the (B, L, d) inside"):
+        x = torch.randn(2, 1, 6, 8)
+        check.close(merge_heads(x.clone()), x[:, 0], "merge_heads(x with h=1)")
+    with check("undoes the split: merge_heads(split(x)) == x"):
+        for h in (2, 3, 12):
+            x = torch.randn(2, 9, 12)
+            heads = reference_split_heads(x, h)
+            check.close(merge_heads(heads), x, f"merge_heads(split(x, {h}))", mistakes=mistakes(heads))
+
+
+def _build(cls, d_model: int, num_heads: int, bias: bool = True):
+    module = cls(d_model, num_heads, bias=bias)
+    if not isinstance(module, nn.Module):
+        raise CheckFailure(f"MultiHeadAttention should be an nn.Module, got {type(module).__name__}.")
+    return module
+
+
+def _load(module, params: dict[str, torch.Tensor]) -> None:
+    """Load the test's weights; explain what is missing or extra instead of a bare load_state_dict error."""
+    own = set(module.state_dict())
+    missing = sorted(set(params) - own)
+    if missing:
+        raise CheckFailure(
+            f"the module has no parameter(s) {missing}: it needs W_q, W_k, W_v, W_o, each "
+            "nn.Linear(d_model, d_model, bias=bias)."
+        )
+    extra = sorted(k for k in own if k.startswith(("W_q.", "W_k.", "W_v.", "W_o.")) and k not in params)
+    if extra:
+        raise CheckFailure(f"unexpected parameter(s) {extra}: with bias=False the four nn.Linear layers have no bias.")
+    with torch.no_grad():
+        for name, tensor in params.items():
+            target = module.get_parameter(name)
+            if target.shape != tensor.shape:
+                raise CheckFailure(f"{name} has shape {tuple(target.shape)}, expected {tuple(tensor.shape)}.")
+            target.copy_(tensor)
+
+
+def _run(module, query, key, value, mask):
+    result = module(query, key, value, mask=mask)
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise CheckFailure("forward should return a tuple (output, weights).")
+    return result
+
+
+def _compare(check, module, params, query, key, value, mask, num_heads, out_ref, w_ref, what, **tol):
+    out, weights = _run(module, query, key, value, mask)
+    wrong_out, wrong_w = mha_mistakes(params, query, key, value, mask, num_heads)
+    check.close(out, out_ref, f"output ({what})", mistakes=wrong_out, **tol)
+    check.close(weights, w_ref, f"weights ({what})", mistakes=wrong_w, **tol)
+
+
+def _from_torch(reference: nn.MultiheadAttention) -> dict[str, torch.Tensor]:
+    """The state dict of our module that holds the same weights as torch's module."""
+    W_q, W_k, W_v = reference.in_proj_weight.detach().chunk(3)
+    params = {"W_q.weight": W_q, "W_k.weight": W_k, "W_v.weight": W_v, "W_o.weight": reference.out_proj.weight.detach()}
+    if reference.in_proj_bias is not None:
+        b_q, b_k, b_v = reference.in_proj_bias.detach().chunk(3)
+        params.update({"W_q.bias": b_q, "W_k.bias": b_k, "W_v.bias": b_v, "W_o.bias": reference.out_proj.bias.detach()})
+    return {k: v.clone() for k, v in params.items()}
+
+
+def _against_torch(check, cls, *, B, Lq, Lk, d_model, num_heads, bias, mask_kind, self_attention, **tol):
+    reference = nn.MultiheadAttention(d_model, num_heads, bias=bias, batch_first=True)
+    for p in reference.parameters():  # torch starts its biases at zero: make them matter
+        nn.init.normal_(p, std=1 / math.sqrt(d_model))
+    module = _build(cls, d_model, num_heads, bias)
+    params = _from_torch(reference)
+    _load(module, params)
+    query = torch.randn(B, Lq, d_model)
+    key = query if self_attention else torch.randn(B, Lk, d_model)
+    value = query if self_attention else torch.randn(B, Lk, d_model)
+    if mask_kind == "causal":
+        mask = torch.ones(Lq, Lk, dtype=torch.bool).tril()  # (Lq, Lk)
+    elif mask_kind == "padding":
+        lengths = torch.randint(1, Lk + 1, (B,))
+        lengths[0] = Lk
+        mask = (torch.arange(Lk) < lengths[:, None])[:, None, None, :]  # (B, 1, 1, Lk)
+    else:
+        mask = None
+    attn_mask = None
+    if mask is not None:  # torch's boolean attn_mask means the opposite: True = may NOT attend
+        attn_mask = (~mask).expand(B, num_heads, Lq, Lk).reshape(B * num_heads, Lq, Lk)
+    with torch.no_grad():
+        out_ref, w_ref = reference(query, key, value, attn_mask=attn_mask, need_weights=True,
+                                   average_attn_weights=False)
+        _compare(check, module, params, query, key, value, mask, num_heads, out_ref, w_ref,
+                 "compared with torch.nn.MultiheadAttention", **tol)
+
+
+def test_multi_head_attention(check, refs, MultiHeadAttention):
+    with check("supplied weights reproduce stored outputs (cross-attention Lq != Lk, key != value, padding mask)"):
+        params = {k.removeprefix("MultiHeadAttention."): v for k, v in refs.items()
+                  if k.startswith("MultiHeadAttention.W_")}
+        module = _build(MultiHeadAttention, 12, 3)
+        _load(module, params)
+        q, k, v = (refs[f"MultiHeadAttention.{n}"] for n in ("query", "key", "value"))
+        mask = refs["MultiHeadAttention.mask"]
+        with torch.no_grad():
+            _compare(check, module, params, q, k, v, mask, 3, refs["MultiHeadAttention.out"],
+                     refs["MultiHeadAttention.weights"], "hidden cross-attention input")
+    with check("matches torch.nn.MultiheadAttention: self-attention, no mask"):
+        _against_torch(check, MultiHeadAttention, B=2, Lq=7, Lk=7, d_model=16, num_heads=4, bias=True,
+                       mask_kind=None, self_attention=True)
+    with check("matches torch.nn.MultiheadAttention: cross-attention (Lq=3, Lk=8), padding mask, bias=False"):
+        _against_torch(check, MultiHeadAttention, B=3, Lq=3, Lk=8, d_model=24, num_heads=6, bias=False,
+                       mask_kind="padding", self_attention=False)
+    with check("matches torch.nn.MultiheadAttention: causal (Lq, Lk) mask, larger input (B=2, L=40, d_model=64, h=8)"):
+        _against_torch(check, MultiHeadAttention, B=2, Lq=40, Lk=40, d_model=64, num_heads=8, bias=True,
+                       mask_kind="causal", self_attention=True, atol=2e-5)
+    with check("matches torch.nn.MultiheadAttention with a single head (d_k = d_model)"):
+        _against_torch(check, MultiHeadAttention, B=2, Lq=5, Lk=6, d_model=8, num_heads=1, bias=True,
+                       mask_kind="padding", self_attention=False)
+    with check("d_model not divisible by num_heads (10, 4) raises ValueError"):
+        try:
+            MultiHeadAttention(10, 4)
+        except ValueError:
+            pass
+        except NotImplementedError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise CheckFailure(f"expected a ValueError that explains the problem, got {type(exc).__name__}: {exc}") from None
+        else:
+            raise CheckFailure("MultiHeadAttention(10, 4) was built: 10 features cannot be shared by 4 heads.")
+
+
+def _torch_count(d_model: int, num_heads: int, bias: bool) -> int:
+    with torch.device("meta"):  # no memory, no initialisation: only the shapes
+        module = nn.MultiheadAttention(d_model, num_heads, bias=bias, batch_first=True)
+    return sum(p.numel() for p in module.parameters())
+
+
+def test_mha_parameter_count(check, refs, mha_parameter_count):
+    with check("returns a Python int"):
+        n = mha_parameter_count(16, 4, bias=True)
+        check.true(isinstance(n, int) and not isinstance(n, bool), f"expected an int, got {type(n).__name__}.")
+    with check("equals the parameter count of torch.nn.MultiheadAttention, with and without bias"):
+        for d_model, h, bias in [(16, 4, True), (16, 4, False), (64, 8, True), (30, 5, False), (512, 1, True)]:
+            n = mha_parameter_count(d_model, h, bias=bias)
+            check.true(n == _torch_count(d_model, h, bias),
+                       f"mha_parameter_count({d_model}, {h}, bias={bias}) returned {n}, which is not the number "
+                       "of parameters of torch.nn.MultiheadAttention with that configuration.")
+    with check("does not depend on the number of heads"):
+        counts = {h: mha_parameter_count(96, h, bias=True) for h in (1, 2, 3, 4, 6, 8, 12)}
+        check.true(len(set(counts.values())) == 1,
+                   f"d_model=96 gave different counts for different h: {counts}. Splitting d_model into heads "
+                   "cuts the same four matrices into slices; it adds no parameters.")
+    with check("a LLaMA-7B sized layer (d_model=4096, 32 heads, no bias)"):
+        n = mha_parameter_count(4096, 32, bias=False)
+        check.true(n == _torch_count(4096, 32, False), f"mha_parameter_count(4096, 32, bias=False) returned {n}.")
+
+
+HIDDEN_TESTS = {
+    "split_heads": test_split_heads,
+    "merge_heads": test_merge_heads,
+    "MultiHeadAttention": test_multi_head_attention,
+    "mha_parameter_count": test_mha_parameter_count,
+}

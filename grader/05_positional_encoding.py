@@ -1,0 +1,288 @@
+"""Hidden tests of 05_positional_encoding: reference encodings on unseen sizes, the offset and RoPE properties, known mistakes."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from utils.grading import Mistake
+
+# -- the catalogue of known mistakes (section names are the notebook's headings) -----------------------
+CONCAT = Mistake(
+    "concatenated instead of interleaved sin/cos",
+    "your table puts every sine in the first half of the vector and every cosine in the second half; the layout "
+    "asked for is interleaved (sin on even dimensions, cos on odd ones), so each pair (2i, 2i+1) is one point "
+    "on a circle that a 2x2 rotation can move",
+    "Sinusoidal encoding",
+)
+EXP_I = Mistake(
+    "exponent i/d instead of 2i/d",
+    "pair i should turn at 1/10000^(2i/d_model), with 2i the index of its even dimension; dividing i (not 2i) "
+    "by d_model makes the slowest pairs turn far too fast, so the longest wavelength is about 100 instead of "
+    "about 10000 (the same numbers as base 100 with the right exponent 2i/d_model)",
+    "Sinusoidal encoding",
+)
+WRONG_BASE = Mistake(
+    "wrong base",
+    "the frequencies come from a base other than 10000 (a typo such as 1000 or 100000, or log10 where the formula "
+    "needs the natural log), which changes every wavelength except the first",
+    "Sinusoidal encoding",
+)
+TRANSPOSED = Mistake(
+    "transposed rotation",
+    "your matrix turns each pair by -k instead of +k, so it moves PE[pos] back to PE[pos - k]; redo the "
+    "angle-addition formulas for one (sin, cos) pair and read off which entry gets +sin",
+    "The offset property: a shift is a rotation",
+)
+INTERLEAVED_ROPE = Mistake(
+    "interleaved-pair RoPE",
+    "you rotate the neighbouring pairs (x0, x1), (x2, x3), ... as in the RoFormer paper; the convention asked "
+    "for here (LLaMA, Hugging Face) pairs x_i with x_(i + d/2), the rotate_half layout. Both are rotary "
+    "encodings, but a checkpoint trained with one gives wrong scores with the other",
+    "Rotary position embedding (RoPE)",
+)
+
+# Bases a learner might use by accident: typos, and log10 / ln mix-ups inside exp(-2i/d * log(base)).
+# (Base 100 is missing on purpose: 100^(2i/d) = 10000^(i/d), so it is the EXP_I mistake and named as that.)
+WRONG_BASES = (1000.0, 10.0, 100000.0, math.exp(4.0), 10.0 ** math.log(10000.0), 2.0 * math.pi * 10000.0)
+
+
+# -- reference implementations (float64 inside, float32 out) ---------------------------------------------
+def _freqs(d: int, base: float = 10000.0, two: float = 2.0) -> torch.Tensor:
+    i = torch.arange(d // 2, dtype=torch.float64)
+    return base ** (-two * i / d)  # (d/2,)
+
+
+def reference_sinusoidal(max_len: int, d_model: int, base: float = 10000.0, two: float = 2.0,
+                         layout: str = "interleaved") -> torch.Tensor:
+    angle = torch.arange(max_len, dtype=torch.float64)[:, None] * _freqs(d_model, base, two)  # (max_len, d/2)
+    if layout == "interleaved":
+        pe = torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(-2)  # sin, cos, sin, cos, ...
+    else:
+        pe = torch.cat([angle.sin(), angle.cos()], dim=-1)  # all sines, then all cosines
+    return pe.float()
+
+
+def reference_offset_rotation(k: float, d_model: int, base: float = 10000.0, two: float = 2.0) -> torch.Tensor:
+    angle = k * _freqs(d_model, base, two)
+    c, s = angle.cos(), angle.sin()
+    blocks = [torch.tensor([[ci, si], [-si, ci]], dtype=torch.float64) for ci, si in zip(c.tolist(), s.tolist())]
+    return torch.block_diag(*blocks).float()
+
+
+def reference_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0, two: float = 2.0,
+                   pairing: str = "half") -> torch.Tensor:
+    d = x.shape[-1]
+    angle = positions.to(torch.float64)[:, None] * _freqs(d, base, two)  # (L, d/2)
+    cos, sin = angle.cos(), angle.sin()
+    xd = x.to(torch.float64)
+    if pairing == "half":
+        x1, x2 = xd[..., : d // 2], xd[..., d // 2:]
+        out = torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+    elif pairing == "interleaved":
+        x1, x2 = xd[..., 0::2], xd[..., 1::2]
+        out = torch.stack([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).flatten(-2)
+    else:  # neighbours rotated, but written back as two halves
+        x1, x2 = xd[..., 0::2], xd[..., 1::2]
+        out = torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+    return out.to(x.dtype)
+
+
+def _nearest(actual, candidates: list[torch.Tensor]) -> torch.Tensor:
+    """The candidate closest to `actual` (so one catalogue entry can stand for several wrong bases)."""
+    best, best_diff = candidates[0], math.inf
+    if isinstance(actual, torch.Tensor):
+        for cand in candidates:
+            if cand.shape == actual.shape:
+                diff = float((actual.detach().double() - cand.double()).abs().nan_to_num(nan=math.inf).max())
+                if diff < best_diff:
+                    best, best_diff = cand, diff
+    return best
+
+
+def _table_mistakes(actual, max_len: int, d_model: int, transform=lambda pe: pe) -> dict:
+    """The known wrong tables for (max_len, d_model), passed through `transform` (e.g. x + pe)."""
+    return {
+        CONCAT: transform(reference_sinusoidal(max_len, d_model, layout="concat")),
+        EXP_I: transform(reference_sinusoidal(max_len, d_model, two=1.0)),
+        WRONG_BASE: _nearest(actual, [transform(reference_sinusoidal(max_len, d_model, base=b)) for b in WRONG_BASES]),
+    }
+
+
+def _raises_value_error(fn, *args) -> bool:
+    try:
+        fn(*args)
+    except ValueError:
+        return True
+    return False
+
+
+# -- reference tensors on inputs the learner never sees ---------------------------------------------------
+SIN_SIZES = ((37, 22), (50, 256))
+OFFSETS = ((5, 14), (-3, 10), (40, 32))
+PE_SIZE = dict(B=3, L=11, d_model=18, max_len=40)
+ROPE_SHAPE = (2, 3, 7, 12)
+
+
+def make_references() -> dict[str, torch.Tensor]:
+    """Inputs the learner never sees and the expected outputs; `attn references` stores them."""
+    g = torch.Generator().manual_seed(5005)
+    refs: dict[str, torch.Tensor] = {}
+    for max_len, d_model in SIN_SIZES:
+        refs[f"sinusoidal.{max_len}x{d_model}"] = reference_sinusoidal(max_len, d_model)
+    for k, d_model in OFFSETS:
+        refs[f"offset.{k}.{d_model}"] = reference_offset_rotation(k, d_model)
+    s = PE_SIZE
+    x = torch.randn(s["B"], s["L"], s["d_model"], generator=g)
+    refs["pe.x"] = x
+    refs["pe.out"] = x + reference_sinusoidal(s["max_len"], s["d_model"])[: s["L"]]
+    x = torch.randn(*ROPE_SHAPE, generator=g)
+    positions = torch.tensor([3, 0, 5, 9, 1, 2, 11])
+    refs["rope.x"] = x
+    refs["rope.positions"] = positions
+    refs["rope.out"] = reference_rope(x, positions)
+    refs["rope.out_base500"] = reference_rope(x, positions, base=500.0)
+    return refs
+
+
+# -- hidden tests ----------------------------------------------------------------------------------------
+def test_sinusoidal_encoding(check, refs, sinusoidal_encoding):
+    for max_len, d_model in SIN_SIZES:
+        with check(f"matches the reference table for max_len={max_len}, d_model={d_model}"):
+            out = sinusoidal_encoding(max_len, d_model)
+            check.close(out, refs[f"sinusoidal.{max_len}x{d_model}"], "the table",
+                        mistakes=_table_mistakes(out, max_len, d_model), atol=1e-4)
+    with check("each pair (2i, 2i+1) is a point on the unit circle: sin^2 + cos^2 = 1"):
+        pe = sinusoidal_encoding(13, 10).double()
+        on_circle = torch.allclose(pe[:, 0::2] ** 2 + pe[:, 1::2] ** 2, torch.ones(13, 5, dtype=torch.float64), atol=1e-4)
+        halves = torch.allclose(pe[:, :5] ** 2 + pe[:, 5:] ** 2, torch.ones(13, 5, dtype=torch.float64), atol=1e-4)
+        check.true(on_circle, "PE[pos, 2i]^2 + PE[pos, 2i+1]^2 is not 1 for every pos and i: dimensions 2i and "
+                   "2i+1 should hold the sine and the cosine of the same angle.", CONCAT if halves else None)
+    with check("float32, finite, every value in [-1, 1]"):
+        pe = sinusoidal_encoding(29, 16)
+        check.true(isinstance(pe, torch.Tensor) and pe.dtype == torch.float32, "the table should be a float32 tensor.")
+        check.true(torch.isfinite(pe).all() and pe.abs().max() <= 1 + 1e-6, "sines and cosines lie in [-1, 1].")
+    with check("position 0 is (0, 1, 0, 1, ...) for a wide table"):
+        pe = sinusoidal_encoding(3, 30)
+        check.close(pe[0], torch.tensor([0.0, 1.0] * 15), "PE[0]")
+    with check("an odd d_model raises ValueError"):
+        check.true(_raises_value_error(sinusoidal_encoding, 10, 7),
+                   "sinusoidal_encoding(10, 7) should raise ValueError: the dimensions come in (sin, cos) pairs.")
+
+
+def test_offset_rotation(check, refs, offset_rotation):
+    for k, d_model in OFFSETS:
+        with check(f"matches the reference matrix for k={k}, d_model={d_model}"):
+            M = offset_rotation(k, d_model)
+            ref = refs[f"offset.{k}.{d_model}"]
+            wrong = {
+                TRANSPOSED: ref.T.contiguous(),
+                EXP_I: reference_offset_rotation(k, d_model, two=1.0),
+                WRONG_BASE: _nearest(M, [reference_offset_rotation(k, d_model, base=b) for b in WRONG_BASES]),
+            }
+            check.close(M, ref, "M", mistakes=wrong, atol=1e-5)
+    with check("PE[pos + k] = M @ PE[pos] for every pos (d_model=24, k=7, reference table)"):
+        M = offset_rotation(7, 24)
+        check.true(isinstance(M, torch.Tensor) and M.shape == (24, 24), "M should be a (d_model, d_model) tensor.")
+        pe = reference_sinusoidal(70, 24).double()
+        moved = (M.double() @ pe[7:53].T).T  # (46, 24): row j is M @ PE[7 + j]
+        # PE[pos + 7] is the target; a rotation by -k lands on PE[pos - 7] instead.
+        check.close(moved, pe[14:60], "M @ PE[pos] stacked over pos", mistakes={TRANSPOSED: pe[0:46]}, atol=1e-4)
+    with check("negative and large offsets: M(-k) = M(k).T and M(1000) is still a rotation"):
+        a, b = offset_rotation(-9, 16).double(), offset_rotation(9, 16).double()
+        check.close(a, b.T.contiguous(), "M(-9)", atol=1e-5)
+        big = offset_rotation(1000, 16).double()
+        check.close(big @ big.T, torch.eye(16, dtype=torch.float64), "M(1000) @ M(1000).T", atol=1e-4)
+    with check("returns float32"):
+        M = offset_rotation(2, 6)
+        check.true(isinstance(M, torch.Tensor) and M.dtype == torch.float32, "M should be a float32 tensor.")
+
+
+def test_PositionalEncoding(check, refs, PositionalEncoding):
+    s = PE_SIZE
+    with check("eval mode, dropout=0: forward(x) = x + PE[:L] (reference table, hidden sizes)"):
+        module = PositionalEncoding(s["d_model"], s["max_len"], 0.0).eval()
+        out = module(refs["pe.x"])
+        x = refs["pe.x"]
+        mistakes = _table_mistakes(out, s["max_len"], s["d_model"], transform=lambda pe: x + pe[: s["L"]])
+        check.close(out, refs["pe.out"], "forward(x)", mistakes=mistakes, atol=1e-4)
+    with check("the table is a buffer, not a parameter, and it moves with .to()"):
+        module = PositionalEncoding(10, 20, 0.0)
+        check.true(len(list(module.parameters())) == 0,
+                   "the module has trainable parameters; the sinusoidal table is fixed, so register it with register_buffer.")
+        buffers = dict(module.named_buffers())
+        check.true("pe" in buffers, "no buffer named `pe` (use self.register_buffer('pe', table)).")
+        module = module.to(torch.float64)
+        check.true(module.pe.dtype == torch.float64, "after .to(torch.float64) the table is not float64: is it a buffer?")
+    with check("forward reads the buffer: a table supplied with load_state_dict is what gets added"):
+        module = PositionalEncoding(6, 9, 0.0).eval()
+        table = torch.randn(9, 6)
+        module.load_state_dict({"pe": table})
+        x = torch.randn(2, 4, 6)
+        check.close(module(x), x + table[:4], "forward(x) after load_state_dict", atol=1e-5)
+    with check("train mode, dropout=0.5: about half the entries are zeroed and the rest are (x + PE) * 2"):
+        module = PositionalEncoding(32, 64, 0.5).train()
+        x = torch.randn(4, 64, 32)
+        out = module(x)
+        expected = 2 * (x + reference_sinusoidal(64, 32))
+        kept = out != 0
+        frac = float(kept.float().mean())
+        check.true(0.4 < frac < 0.6, "in train mode with dropout=0.5 about half of the outputs should be zero.")
+        check.close(out[kept], expected[kept], "the entries dropout kept", atol=1e-4)
+    with check("L = max_len works, L = max_len + 1 raises ValueError"):
+        module = PositionalEncoding(8, 12, 0.0).eval()
+        check.shape(module(torch.zeros(1, 12, 8)), (1, 12, 8), "forward of a sequence of exactly max_len")
+        check.true(_raises_value_error(module, torch.zeros(1, 13, 8)),
+                   "a sequence longer than max_len should raise ValueError.")
+    with check("after the module, attention can tell word orders apart (no longer permutation-equivariant)"):
+        module = PositionalEncoding(16, 32, 0.0).eval()
+        x = torch.randn(1, 6, 16)
+        perm = torch.tensor([3, 1, 5, 0, 2, 4])
+        attend = lambda z: F.scaled_dot_product_attention(z, z, z)  # noqa: E731
+        plain = torch.allclose(attend(x[:, perm]), attend(x)[:, perm], atol=1e-5)
+        with_pe = torch.allclose(attend(module(x[:, perm])), attend(module(x))[:, perm], atol=1e-5)
+        check.true(plain and not with_pe, "permuting the tokens of x only permuted the attention output even after "
+                   "PositionalEncoding: the module does not add a different vector at each position.")
+
+
+def test_apply_rope(check, refs, apply_rope):
+    x, positions = refs["rope.x"], refs["rope.positions"]
+    with check("matches the reference on hidden (B, h, L, d) inputs with arbitrary positions"):
+        out = apply_rope(x, positions)
+        mistakes = {
+            INTERLEAVED_ROPE: _nearest(out, [reference_rope(x, positions, pairing=p) for p in ("interleaved", "mixed")]),
+            EXP_I: reference_rope(x, positions, two=1.0),
+            WRONG_BASE: _nearest(out, [reference_rope(x, positions, base=b) for b in WRONG_BASES]),
+        }
+        check.close(out, refs["rope.out"], "apply_rope(x, positions)", mistakes=mistakes, atol=1e-4)
+    with check("honours the base argument (base=500)"):
+        check.close(apply_rope(x, positions, base=500), refs["rope.out_base500"], "apply_rope(x, positions, base=500)",
+                    atol=1e-4)
+    with check("scores depend only on m - n (fresh non-square q, k and a random shift)"):
+        q, k = torch.randn(2, 3, 5, 16, dtype=torch.float64), torch.randn(2, 3, 9, 16, dtype=torch.float64)
+        m, n = torch.randint(0, 50, (5,)), torch.randint(0, 50, (9,))
+        shift = int(torch.randint(1, 100, ()))
+        before = apply_rope(q, m) @ apply_rope(k, n).transpose(-2, -1)  # (2, 3, 5, 9)
+        after = apply_rope(q, m + shift) @ apply_rope(k, n + shift).transpose(-2, -1)
+        check.close(after, before, "scores after shifting both positions", atol=1e-3, rtol=1e-3)
+    with check("positions travel with their tokens: permuting tokens and positions together permutes the output"):
+        xx = torch.randn(2, 8, 10)
+        pos = torch.arange(20, 28)
+        perm = torch.randperm(8)
+        check.close(apply_rope(xx[:, perm], pos[perm]), apply_rope(xx, pos)[:, perm], "apply_rope of permuted tokens",
+                    atol=1e-5)
+    with check("keeps the dtype and shape of x (float64, 2-D x of shape (L, d))"):
+        xx = torch.randn(6, 8, dtype=torch.float64)
+        out = apply_rope(xx, torch.arange(6))
+        check.true(isinstance(out, torch.Tensor) and out.dtype == torch.float64 and out.shape == (6, 8),
+                   "apply_rope should return a tensor with x's shape and dtype.")
+
+
+HIDDEN_TESTS = {
+    "sinusoidal_encoding": test_sinusoidal_encoding,
+    "offset_rotation": test_offset_rotation,
+    "PositionalEncoding": test_PositionalEncoding,
+    "apply_rope": test_apply_rope,
+}

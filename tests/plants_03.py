@@ -1,0 +1,74 @@
+"""Mistakes planted into 03_masking's solution (each must lose points and be named) and correct rewrites (full marks)."""
+
+NOTEBOOK = "03_masking"
+
+_SOFTMAX_BODY = '''    scores = scores.masked_fill(~mask, float("-inf"))  # same shape as scores; the mask broadcasts
+    row_max = scores.amax(dim=-1, keepdim=True)  # (..., 1); -inf on a fully masked row
+    row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))  # never -inf - (-inf)
+    e = torch.exp(scores - row_max)  # masked entries: exp(-inf) = 0
+    total = e.sum(dim=-1, keepdim=True)  # (..., 1); 0 on a fully masked row
+    return e / torch.where(total > 0, total, torch.ones_like(total))  # an empty row is 0 / 1 = 0, never 0 / 0
+'''
+
+_BUILD_PADDING = '''    mask = j[None, None, None, :] < key_lengths[:, None, None, None]  # (B, 1, 1, Lk): real keys only
+    mask = mask.expand(-1, 1, Lq, Lk)  # (B, 1, Lq, Lk): the same keys for every query
+'''
+
+MISTAKES = [
+    # causal_mask
+    {"cell": "causal_mask", "old": "torch.ones(L, L, dtype=torch.bool).tril()",
+     "new": "torch.ones(L, L, dtype=torch.bool).triu()",
+     "exercise": "causal_mask", "mistake": "upper vs lower triangle"},
+    {"cell": "causal_mask", "old": "return torch.ones(L, L, dtype=torch.bool).tril()",
+     "new": "return torch.ones(L, L, dtype=torch.bool).triu(diagonal=1)",
+     "exercise": "causal_mask", "mistake": "inverted polarity"},
+    # padding_mask
+    {"cell": "padding_mask", "old": "positions[None, :] < lengths[:, None]",
+     "new": "positions[None, :] >= lengths[:, None]",
+     "exercise": "padding_mask", "mistake": "inverted polarity"},
+    # sliding_window_mask
+    {"cell": "sliding_window_mask", "old": "(j > i - window)", "new": "(j >= i - window)",
+     "exercise": "sliding_window_mask", "mistake": "off-by-one window"},
+    {"cell": "sliding_window_mask", "old": "(j > i - window)", "new": "(j > i - window + 1)",
+     "exercise": "sliding_window_mask", "mistake": "off-by-one window"},
+    {"cell": "sliding_window_mask", "old": "return (j <= i) & (j > i - window)",
+     "new": "return (j >= i) & (j < i + window)",
+     "exercise": "sliding_window_mask", "mistake": "upper vs lower triangle"},
+    {"cell": "sliding_window_mask", "old": "return (j <= i) & (j > i - window)",
+     "new": "return ~((j <= i) & (j > i - window))",
+     "exercise": "sliding_window_mask", "mistake": "inverted polarity"},
+    # masked_softmax
+    {"cell": "masked_softmax", "old": _SOFTMAX_BODY,
+     "new": "    return torch.softmax(scores, dim=-1) * mask  # zero the masked weights, no renormalising\n",
+     "exercise": "masked_softmax", "mistake": "masking after softmax"},
+    {"cell": "masked_softmax", "old": _SOFTMAX_BODY,
+     "new": '    return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)\n',
+     "exercise": "masked_softmax", "mistake": "NaN on fully masked rows"},
+    {"cell": "masked_softmax", "old": "scores.masked_fill(~mask, ", "new": "scores.masked_fill(mask, ",
+     "exercise": "masked_softmax", "mistake": "inverted polarity"},
+    {"cell": "masked_softmax", "old": "scores.masked_fill(~mask, float(\"-inf\"))", "new": "scores.masked_fill(~mask, -1e9)",
+     "exercise": "masked_softmax", "mistake": "-1e9 instead of -inf"},
+    # build_attention_mask
+    {"cell": "build_attention_mask", "old": "    return mask\n", "new": "    return ~mask\n",
+     "exercise": "build_attention_mask", "mistake": "inverted polarity"},
+    {"cell": "build_attention_mask", "old": "(j[None, :] <= i[:, None])", "new": "(j[None, :] >= i[:, None])",
+     "exercise": "build_attention_mask", "mistake": "upper vs lower triangle"},
+    {"cell": "build_attention_mask", "old": _BUILD_PADDING,
+     "new": "    rows = torch.arange(Lq, device=key_lengths.device)  # (Lq,)\n"
+            "    mask = (rows[None, None, :, None] < key_lengths[:, None, None, None]).expand(-1, 1, Lq, Lk)  # (B, 1, Lq, Lk)\n",
+     "exercise": "build_attention_mask", "mistake": "padding on the query axis"},
+]
+
+VARIANTS = [
+    {"cell": "causal_mask", "old": "torch.ones(L, L, dtype=torch.bool).tril()",
+     "new": "torch.arange(L)[:, None] >= torch.arange(L)[None, :]"},
+    {"cell": "padding_mask", "old": "positions[None, :] < lengths[:, None]",
+     "new": "(lengths.unsqueeze(-1) - positions) > 0"},
+    {"cell": "sliding_window_mask", "old": "return (j <= i) & (j > i - window)",
+     "new": "return torch.ones(L, L, dtype=torch.bool).tril() & torch.ones(L, L, dtype=torch.bool).triu(-(window - 1))"},
+    {"cell": "masked_softmax", "old": _SOFTMAX_BODY,
+     "new": '    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)  # NaN on empty rows...\n'
+            "    return weights.masked_fill(~mask, 0.0)  # ...which are entirely ~mask, so they become 0\n"},
+    {"cell": "build_attention_mask", "old": "mask & (j[None, :] <= i[:, None])",
+     "new": "torch.logical_and(mask, torch.ones(Lq, Lk, dtype=torch.bool, device=key_lengths.device).tril())"},
+]

@@ -1,0 +1,51 @@
+"""Mistakes planted into 04_multi_head_attention's solution, and correct answers written differently."""
+
+NOTEBOOK = "04_multi_head_attention"
+
+MISTAKES = [
+    # split_heads: the right shape straight away, without the transpose.
+    {"cell": "split_heads", "old": "x.view(B, L, num_heads, D // num_heads).transpose(1, 2)",
+     "new": "x.view(B, num_heads, L, D // num_heads)",
+     "exercise": "split_heads", "mistake": "view without transpose"},
+    # merge_heads: reshape straight back, without moving the head axis behind L.
+    {"cell": "merge_heads", "old": "x.transpose(1, 2).reshape(B, L, h * d)", "new": "x.reshape(B, L, h * d)",
+     "exercise": "merge_heads", "mistake": "view without transpose"},
+    # merge_heads: the mean over the heads instead of their concatenation, (B, L, d).
+    {"cell": "merge_heads", "old": "return x.transpose(1, 2).reshape(B, L, h * d)", "new": "return x.mean(dim=1)",
+     "exercise": "merge_heads", "mistake": "averaging heads"},
+    # MultiHeadAttention written inline, with the split done by view alone.
+    {"cell": "MultiHeadAttention",
+     "old": "q = split_heads(self.W_q(query), self.num_heads)    # (B, h, Lq, d_k)\n"
+            "        k = split_heads(self.W_k(key), self.num_heads)      # (B, h, Lk, d_k)\n"
+            "        v = split_heads(self.W_v(value), self.num_heads)    # (B, h, Lk, d_k)",
+     "new": "B, Lq, Lk = query.shape[0], query.shape[1], key.shape[1]\n"
+            "        q = self.W_q(query).view(B, self.num_heads, Lq, self.d_k)\n"
+            "        k = self.W_k(key).view(B, self.num_heads, Lk, self.d_k)\n"
+            "        v = self.W_v(value).view(B, self.num_heads, Lk, self.d_k)",
+     "exercise": "MultiHeadAttention", "mistake": "view without transpose"},
+    # MultiHeadAttention using a buggy split_heads (the bug travels from one exercise into the next).
+    {"cell": "split_heads", "old": "x.view(B, L, num_heads, D // num_heads).transpose(1, 2)",
+     "new": "x.reshape(B, num_heads, L, D // num_heads)",
+     "exercise": "MultiHeadAttention", "mistake": "view without transpose"},
+    {"cell": "MultiHeadAttention", "old": "math.sqrt(self.d_k)", "new": "math.sqrt(self.d_model)",
+     "exercise": "MultiHeadAttention", "mistake": "scaling by sqrt(d_model)"},
+    {"cell": "MultiHeadAttention", "old": "output = self.W_o(merge_heads(heads))", "new": "output = merge_heads(heads)",
+     "exercise": "MultiHeadAttention", "mistake": "missing W_o"},
+    # Per-head weights averaged, as torch.nn.MultiheadAttention returns them by default.
+    {"cell": "MultiHeadAttention", "old": "return output, weights", "new": "return output, weights.mean(dim=1)",
+     "exercise": "MultiHeadAttention", "mistake": "averaging heads"},
+]
+
+VARIANTS = [
+    {"cell": "split_heads", "old": "x.view(B, L, num_heads, D // num_heads).transpose(1, 2)",
+     "new": "x.reshape(B, L, num_heads, -1).permute(0, 2, 1, 3)"},
+    {"cell": "merge_heads", "old": "x.transpose(1, 2).reshape(B, L, h * d)",
+     "new": "x.permute(0, 2, 1, 3).contiguous().view(B, L, -1)"},
+    {"cell": "MultiHeadAttention", "old": "(q / math.sqrt(self.d_k)) @ k.transpose(-2, -1)",
+     "new": "torch.einsum('bhqd,bhkd->bhqk', q, k) * self.d_k ** -0.5"},
+    {"cell": "MultiHeadAttention", "old": 'scores.masked_fill(~mask, float("-inf"))',
+     "new": "scores.masked_fill(mask.logical_not(), torch.finfo(scores.dtype).min)"},
+    {"cell": "MultiHeadAttention", "old": "heads = weights @ v", "new": "heads = torch.einsum('bhqk,bhkd->bhqd', weights, v)"},
+    {"cell": "mha_parameter_count", "old": "return 4 * per_projection",
+     "new": "return sum(n * d_model for n in (d_model, d_model, d_model, d_model)) + (4 * d_model if bias else 0)"},
+]

@@ -1,0 +1,55 @@
+"""Mistakes to plant into 05_positional_encoding's solution, and correct answers written differently."""
+
+NOTEBOOK = "05_positional_encoding"
+
+# Each mistake is planted into answer cell `cell` by replacing `old` (exactly once) with `new`;
+# grading must lose some (not all) points on `exercise` and name `mistake` there.
+MISTAKES = [
+    {"cell": "sinusoidal_encoding",
+     "old": "    pe[:, 0::2] = torch.sin(angle)\n    pe[:, 1::2] = torch.cos(angle)",
+     "new": "    pe[:, : d_model // 2] = torch.sin(angle)\n    pe[:, d_model // 2:] = torch.cos(angle)",
+     "exercise": "sinusoidal_encoding", "mistake": "concatenated instead of interleaved sin/cos"},
+    {"cell": "sinusoidal_encoding", "old": "10000.0 ** (-2 * i / d_model)", "new": "10000.0 ** (-i / d_model)",
+     "exercise": "sinusoidal_encoding", "mistake": "exponent i/d instead of 2i/d"},
+    {"cell": "sinusoidal_encoding", "old": "10000.0 ** (-2 * i / d_model)", "new": "1000.0 ** (-2 * i / d_model)",
+     "exercise": "sinusoidal_encoding", "mistake": "wrong base"},
+    # log10 where the formula needs ln: the same as using base e^4 instead of 10000.
+    {"cell": "offset_rotation", "old": "math.log(10000.0)", "new": "math.log10(10000.0)",
+     "exercise": "offset_rotation", "mistake": "wrong base"},
+    {"cell": "offset_rotation",
+     "old": "    M[even, odd] = sin\n    M[odd, even] = -sin",
+     "new": "    M[even, odd] = -sin\n    M[odd, even] = sin",
+     "exercise": "offset_rotation", "mistake": "transposed rotation"},
+    {"cell": "apply_rope",
+     "old": "    x1, x2 = x[..., :half], x[..., half:]",
+     "new": "    x1, x2 = x[..., 0::2], x[..., 1::2]  # neighbours (x0, x1), (x2, x3), ...\n"
+            "    return torch.stack([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).flatten(-2)",
+     "exercise": "apply_rope", "mistake": "interleaved-pair RoPE"},
+    {"cell": "apply_rope", "old": "theta = base ** (-2 * i / d)", "new": "theta = 1000 ** (-2 * i / d)",
+     "exercise": "apply_rope", "mistake": "wrong base"},
+]
+
+# Correct answers written differently: all applied together, they must keep full marks.
+VARIANTS = [
+    # stack-and-flatten interleaving, frequencies through exp/log (the seeds' div_term), float64 inside
+    {"cell": "sinusoidal_encoding",
+     "old": "    pe = torch.zeros(max_len, d_model)\n    pe[:, 0::2] = torch.sin(angle)\n    pe[:, 1::2] = torch.cos(angle)\n    return pe",
+     "new": "    div_term = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))\n"
+            "    angle = torch.arange(max_len, dtype=torch.float64)[:, None] * div_term\n"
+            "    return torch.stack([angle.sin(), angle.cos()], dim=-1).reshape(max_len, d_model).float()"},
+    # blocks handed to torch.block_diag
+    {"cell": "offset_rotation",
+     "old": "    M = torch.zeros(d_model, d_model)",
+     "new": "    return torch.block_diag(*[torch.stack([torch.stack([c, s]), torch.stack([-s, c])]) for c, s in zip(cos, sin)])\n"
+            "    M = torch.zeros(d_model, d_model)"},
+    # a permanent (non-)batched view of the buffer and F.dropout instead of the module's nn.Dropout
+    {"cell": "PositionalEncoding",
+     "old": "        return self.dropout(x + self.pe[:L])",
+     "new": "        return F.dropout(x + self.pe[:L].unsqueeze(0), p=self.dropout.p, training=self.training)"},
+    # Hugging Face style: duplicated angles and rotate_half
+    {"cell": "apply_rope",
+     "old": "    out1 = x1 * cos - x2 * sin\n    out2 = x2 * cos + x1 * sin\n    return torch.cat([out1, out2], dim=-1)",
+     "new": "    rotate_half = torch.cat([-x2, x1], dim=-1)\n"
+            "    cos, sin = torch.cat([cos, cos], dim=-1), torch.cat([sin, sin], dim=-1)\n"
+            "    return x * cos + rotate_half * sin"},
+]
