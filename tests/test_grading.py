@@ -127,6 +127,17 @@ def test_a_catalogued_mistake_is_named_with_its_section():
     assert "no scaling: scores grow with d_k — see 'Why divide'" in report["feedback"]
 
 
+def test_a_mistake_seen_by_several_checks_is_explained_once():
+    check = Checker("ex", points=3)
+    wrong = torch.tensor([2.0, 4.0])
+    for name in ("first", "second", "third"):
+        with check(name):
+            check.close(wrong.clone(), torch.ones(2), mistakes={NO_SCALE: wrong})
+    feedback = check.score().report["feedback"]
+    assert feedback.count("scores grow with d_k") == 1
+    assert feedback.count("(the same known mistake, no scaling)") == 2
+
+
 def test_identify_requires_matching_values_not_just_shape():
     assert identify(torch.ones(2), {NO_SCALE: torch.zeros(2)}) is None
     assert identify(torch.full((2,), float("nan")), {NO_SCALE: torch.full((2,), float("nan"))}) is NO_SCALE

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -111,5 +112,6 @@ def render(result: dict[str, Any]) -> str:
         mark = "PASS" if ex["passed"] else "FAIL"
         lines.append(f"  {mark}  {ex['id']:<32} {ex['score']:>5g} / {ex['max_score']:g}")
         if not ex["passed"]:
-            lines.append(f"        {ex['feedback']}")
+            for line in ex["feedback"].splitlines():
+                lines.append(textwrap.fill(line, width=110, initial_indent=" " * 8, subsequent_indent=" " * 10))
     return "\n".join(lines)

@@ -68,6 +68,7 @@ class CheckFailure(AssertionError):
     """A check failed; the message says what was wrong and, when known, which mistake it matches."""
 
     def __init__(self, message: str, mistake: Mistake | None = None) -> None:
+        self.detail = message  # what was wrong, without the mistake's explanation
         if mistake is not None:
             message = f"{message} {mistake.describe()}"
         super().__init__(message)
@@ -175,7 +176,12 @@ class Checker:
             detail = f": {exc}" if str(exc) else ""
             result.message = f"not implemented yet{detail} — replace `raise NotImplementedError()` with your code."
         except CheckFailure as exc:
-            result.message, result.mistake = str(exc), exc.mistake
+            result.mistake = exc.mistake
+            if exc.mistake is not None and any(r.mistake == exc.mistake for r in self.results):
+                # Explained once per exercise: the feedback should read as advice, not as a wall of repeats.
+                result.message = f"{exc.detail} (the same known mistake, {exc.mistake.name})"
+            else:
+                result.message = str(exc)
         except CheckTimeout:
             self._timed_out = True
             result.message = (
@@ -266,7 +272,7 @@ class Checker:
         elif self.not_implemented:
             feedback = "not implemented yet — replace `raise NotImplementedError()` with your code, then rerun this cell."
         elif failed:
-            feedback = " ".join(f"[{r.name}] {r.message}" for r in failed)
+            feedback = "\n".join(f"[{r.name}] {r.message}" for r in failed)  # one failed check per line
         else:
             feedback = f"all {len(self.results)} checks passed."
         report = {
