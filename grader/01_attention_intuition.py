@@ -7,7 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from utils.grading import CheckFailure, Mistake, identify
+from utils.grading import Mistake, expect_pair, identify
 
 # Sections of the notebook that explain each mistake (their headings, verbatim).
 S_WHY = "4. Why softmax?"
@@ -103,12 +103,6 @@ def _additive_mistakes(query, keys, W_q, W_k, w_v):
     return {MISSING_TANH: hidden @ w_v, TANH_OUTSIDE: torch.tanh(hidden @ w_v)}
 
 
-def _pair(result):
-    if not (isinstance(result, tuple) and len(result) == 2):
-        raise CheckFailure(f"attention_pool should return a tuple (output, weights), got {type(result).__name__}.")
-    return result
-
-
 # -- reference tensors ---------------------------------------------------------------------------------
 def make_references() -> dict[str, torch.Tensor]:
     """Inputs the learner never sees and the expected outputs; `attn references` stores them."""
@@ -176,19 +170,19 @@ def test_attention_pool(check, refs, attention_pool):
     for key, what in (("pool", "d_v != d"), ("pool2", "d_v == d")):
         with check(f"matches the reference on hidden inputs ({what})"):
             q, k, v = refs[f"{key}.q"], refs[f"{key}.k"], refs[f"{key}.v"]
-            out, w = _pair(attention_pool(q, k, v))
+            out, w = expect_pair(attention_pool(q, k, v), "attention_pool")
             wrong_out, wrong_w = _pool_mistakes(q, k, v)
             check.close(w, refs[f"{key}.w"], "weights", mistakes=wrong_w)
             check.close(out, refs[f"{key}.out"], "output", mistakes=wrong_out)
     with check("equals torch's scaled_dot_product_attention with scale=1 on fresh inputs (n=50, d=16, d_v=7)"):
         q, k, v = torch.randn(16), torch.randn(50, 16), torch.randn(50, 7)
-        out, w = _pair(attention_pool(q, k, v))
+        out, w = expect_pair(attention_pool(q, k, v), "attention_pool")
         expected = F.scaled_dot_product_attention(q[None, None], k[None], v[None], scale=1.0)[0, 0]  # (d_v,)
         wrong_out, _ = _pool_mistakes(q, k, v)
         check.close(out, expected, "output", mistakes=wrong_out, atol=1e-4)
     with check("weights are a probability distribution over 10000 keys, even for large scores"):
         q, k, v = torch.randn(8) * 20, torch.randn(10000, 8), torch.randn(10000, 3)
-        out, w = _pair(attention_pool(q, k, v))
+        out, w = expect_pair(attention_pool(q, k, v), "attention_pool")
         check.shape(w, (10000,), "weights")
         check.true(bool(torch.isfinite(w).all()), "some weights are inf or NaN: does a large score overflow exp?")
         check.true(bool((w >= 0).all()), "some weights are negative: weights must come out of a softmax",
@@ -196,7 +190,7 @@ def test_attention_pool(check, refs, attention_pool):
         check.close(w.sum(), torch.tensor(1.0), "sum of the weights", atol=1e-4)
     with check("the output is a blend of the values: every coordinate lies between the values' min and max"):
         q, k, v = torch.randn(5), torch.randn(30, 5), torch.randn(30, 9) + 3
-        out, w = _pair(attention_pool(q, k, v))
+        out, w = expect_pair(attention_pool(q, k, v), "attention_pool")
         check.shape(out, (9,), "output for values of shape (30, 9)")
         inside = (out >= v.min(0).values - 1e-5) & (out <= v.max(0).values + 1e-5)
         check.true(bool(inside.all()), "the output is not a convex combination of the values' rows")

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from utils.grading import CheckFailure, Mistake
+from utils.grading import CheckFailure, Mistake, expect_pair, load_weights
 
 NOTEBOOK = "02_scaled_dot_product_attention"
 STEPS = "The equation, step by step"
@@ -211,12 +211,6 @@ def _close(check, actual, expected, what, mistakes, **tol) -> None:
         check.close(actual, expected, what, mistakes=mistakes(), **tol)
 
 
-def _pair(result):
-    if not (isinstance(result, tuple) and len(result) == 2):
-        raise CheckFailure(f"should return a tuple (output, weights), got {type(result).__name__}.")
-    return result
-
-
 def _expect_value_error(fn, what: str, numbers: tuple[int, int]) -> None:
     try:
         fn()
@@ -240,7 +234,7 @@ def test_scaled_dot_product_attention(check, refs, scaled_dot_product_attention)
     def compare(q, k, v, mask, out_ref, w_ref, what, **tol):
         args = (q.clone(), k.clone(), v.clone())
         result = scaled_dot_product_attention(*args) if mask is None else scaled_dot_product_attention(*args, mask=mask.clone())
-        out, weights = _pair(result)
+        out, weights = expect_pair(result, "scaled_dot_product_attention")
         _close(check, out, out_ref, f"output ({what})", lambda: sdpa_mistakes(q, k, v, mask)[0], **tol)
         _close(check, weights, w_ref, f"weights ({what})", lambda: sdpa_mistakes(q, k, v, mask)[1], **tol)
 
@@ -299,19 +293,8 @@ def _build(cls, d_model: int, d_k: int, d_v: int):
 
 
 def _load(module, params: dict[str, torch.Tensor]) -> None:
-    """Copy the test's weights in; explain what is missing instead of a bare load_state_dict error."""
-    own = dict(module.named_parameters())
-    missing = sorted(set(params) - set(own))
-    if missing:
-        raise CheckFailure(
-            f"the module has no parameter(s) {missing}: it needs W_q and W_k = nn.Linear(d_model, d_k) and "
-            "W_v = nn.Linear(d_model, d_v), with their biases (nn.Linear's default)."
-        )
-    with torch.no_grad():
-        for name, tensor in params.items():
-            if own[name].shape != tensor.shape:
-                raise CheckFailure(f"{name} has shape {tuple(own[name].shape)}, expected {tuple(tensor.shape)}.")
-            own[name].copy_(tensor)
+    load_weights(module, params, "W_q and W_k = nn.Linear(d_model, d_k) and W_v = nn.Linear(d_model, d_v), with their "
+                 "biases (nn.Linear's default)")
 
 
 def _self_attention_params(refs) -> dict[str, torch.Tensor]:
@@ -326,7 +309,7 @@ def test_self_attention(check, refs, SelfAttention):
         if mask is not None:
             kwargs["mask"] = mask
         with torch.no_grad():
-            out, weights = _pair(module(x, **kwargs))
+            out, weights = expect_pair(module(x, **kwargs), "SelfAttention.forward")
         wrong = lambda i: self_attention_mistakes(params, x, context, mask)[i]  # noqa: E731
         _close(check, out, out_ref, f"output ({what})", lambda: wrong(0), **tol)
         _close(check, weights, w_ref, f"weights ({what})", lambda: wrong(1), **tol)
@@ -359,14 +342,14 @@ def test_self_attention(check, refs, SelfAttention):
         _load(module, _random_params(None, 10, 6, 3))
         x = torch.randn(2, 7, 10)
         with torch.no_grad():
-            out_none, w_none = _pair(module(x))
-            out_x, w_x = _pair(module(x, context=x))
+            out_none, w_none = expect_pair(module(x), "SelfAttention.forward")
+            out_x, w_x = expect_pair(module(x, context=x), "SelfAttention.forward")
         check.close(out_none, out_x, "output with context=None vs context=x")
         check.close(w_none, w_x, "weights with context=None vs context=x")
     with check("gradients reach W_q, W_k and W_v (nothing detached, nothing under no_grad)"):
         module = _build(SelfAttention, 8, 4, 5)
         x, context = torch.randn(2, 3, 8), torch.randn(2, 6, 8)
-        out, weights = _pair(module(x, context=context))
+        out, weights = expect_pair(module(x, context=context), "SelfAttention.forward")
         (out.square().sum() + weights.square().sum()).backward()
         for name in ("W_q", "W_k", "W_v"):
             grad = getattr(module, name).weight.grad

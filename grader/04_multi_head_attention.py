@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from utils.grading import CheckFailure, Mistake
+from utils.grading import CheckFailure, Mistake, expect_pair, load_weights
 
 NOTEBOOK = "04_multi_head_attention"
 SPLIT = "4. Splitting the heads"
@@ -243,30 +243,15 @@ def _build(cls, d_model: int, num_heads: int, bias: bool = True):
 
 
 def _load(module, params: dict[str, torch.Tensor]) -> None:
-    """Load the test's weights; explain what is missing or extra instead of a bare load_state_dict error."""
-    own = set(module.state_dict())
-    missing = sorted(set(params) - own)
-    if missing:
-        raise CheckFailure(
-            f"the module has no parameter(s) {missing}: it needs W_q, W_k, W_v, W_o, each "
-            "nn.Linear(d_model, d_model, bias=bias)."
-        )
-    extra = sorted(k for k in own if k.startswith(("W_q.", "W_k.", "W_v.", "W_o.")) and k not in params)
+    """Load the test's weights; with bias=False, a bias the module should not have is an error too."""
+    extra = sorted(k for k in module.state_dict() if k.startswith(("W_q.", "W_k.", "W_v.", "W_o.")) and k not in params)
     if extra:
         raise CheckFailure(f"unexpected parameter(s) {extra}: with bias=False the four nn.Linear layers have no bias.")
-    with torch.no_grad():
-        for name, tensor in params.items():
-            target = module.get_parameter(name)
-            if target.shape != tensor.shape:
-                raise CheckFailure(f"{name} has shape {tuple(target.shape)}, expected {tuple(tensor.shape)}.")
-            target.copy_(tensor)
+    load_weights(module, params, "W_q, W_k, W_v, W_o, each nn.Linear(d_model, d_model, bias=bias)")
 
 
 def _run(module, query, key, value, mask):
-    result = module(query, key, value, mask=mask)
-    if not (isinstance(result, tuple) and len(result) == 2):
-        raise CheckFailure("forward should return a tuple (output, weights).")
-    return result
+    return expect_pair(module(query, key, value, mask=mask), "MultiHeadAttention.forward")
 
 
 def _compare(check, module, params, query, key, value, mask, num_heads, out_ref, w_ref, what, **tol):

@@ -10,7 +10,7 @@ import torch
 from nbgrader.utils import determine_grade
 
 from utils import grading
-from utils.grading import RESULT_MIME, Checker, CheckFailure, Mistake, identify
+from utils.grading import RESULT_MIME, Checker, CheckFailure, Mistake, expect_pair, identify, load_weights
 
 NO_SCALE = Mistake("no scaling", "scores grow with d_k", "Why divide")
 
@@ -190,3 +190,23 @@ def test_nbgrader_reads_the_score_as_partial_credit():
 def test_points_must_be_positive():
     with pytest.raises(ValueError, match="points must be positive"):
         Checker("ex", points=0)
+
+
+def test_expect_pair_explains_a_missing_tuple():
+    assert expect_pair((1, 2)) == (1, 2)
+    with pytest.raises(CheckFailure, match=r"attention_pool should return a tuple \(output, weights\), got Tensor"):
+        expect_pair(torch.ones(2), "attention_pool")
+
+
+def test_load_weights_copies_by_name_and_says_what_is_missing():
+    layer = torch.nn.Module()
+    layer.W_q = torch.nn.Linear(3, 2)
+    weights = {"W_q.weight": torch.ones(2, 3), "W_q.bias": torch.zeros(2)}
+    load_weights(layer, weights, "W_q = nn.Linear(3, 2)")
+    assert torch.equal(layer.W_q.weight, torch.ones(2, 3)) and torch.equal(layer.W_q.bias, torch.zeros(2))
+    with pytest.raises(CheckFailure, match=r"no parameter\(s\) \['W_k.weight'\]: it needs W_q and W_k"):
+        load_weights(layer, {"W_k.weight": torch.ones(2, 3)}, "W_q and W_k")
+    with pytest.raises(CheckFailure, match=r"W_q.weight has shape \(2, 3\), expected \(4, 3\)"):
+        load_weights(layer, {"W_q.weight": torch.ones(4, 3)}, "W_q")
+    with pytest.raises(CheckFailure, match="should be an nn.Module"):
+        load_weights(object(), weights, "W_q")

@@ -291,6 +291,31 @@ class Checker:
         return Score(value, report)
 
 
+def expect_pair(result: Any, what: str = "it") -> tuple[Any, Any]:
+    """`result` as (output, weights), or a CheckFailure saying that `what` should return such a tuple."""
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise CheckFailure(f"{what} should return a tuple (output, weights), got {type(result).__name__}.")
+    return result
+
+
+def load_weights(module: Any, params: Mapping[str, torch.Tensor], needs: str) -> None:
+    """Copy a test's weights into `module` by parameter name, so the learner's initialisation never matters.
+
+    `needs` describes the layers the exercise asks for; it goes into the message when one is missing.
+    """
+    if not isinstance(module, torch.nn.Module):
+        raise CheckFailure(f"{type(module).__name__} should be an nn.Module (subclass torch.nn.Module).")
+    own = dict(module.named_parameters())
+    missing = sorted(set(params) - set(own))
+    if missing:
+        raise CheckFailure(f"the module has no parameter(s) {missing}: it needs {needs}.")
+    with torch.no_grad():
+        for name, tensor in params.items():
+            if own[name].shape != tensor.shape:
+                raise CheckFailure(f"{name} has shape {tuple(own[name].shape)}, expected {tuple(tensor.shape)}.")
+            own[name].copy_(tensor)
+
+
 def identify(
     actual: torch.Tensor, mistakes: Mapping[Mistake, torch.Tensor], **tolerance: float
 ) -> Mistake | None:
