@@ -157,7 +157,7 @@ def _is_tensor(actual, what: str) -> torch.Tensor:
 
 
 def _same_mask(check, actual, expected: torch.Tensor, what: str, mistakes: dict | None = None) -> None:
-    """Compare masks as 0/1 integers (bools cannot be subtracted), naming a catalogued mistake when one matches."""
+    """Compare masks by value as 0/1 integers, whatever their dtype (dtype has its own check), naming a known mistake."""
     actual = _is_tensor(actual, what)
     wrong = {m: t.long() for m, t in (mistakes or {}).items() if not torch.equal(t, expected)}
     check.close(actual.long(), expected.long(), what, mistakes=wrong, atol=0, rtol=0)
