@@ -159,11 +159,12 @@ def test_softmax(check, refs, softmax):
         check.shape(out, (3, 2000), "softmax(x)")
         check.close(out.sum(-1), torch.ones(3), "row sums", mistakes={NO_MAX: _naive_softmax(x).sum(-1)})
         check.true(bool((out >= 0).all()), "some weights are negative: exp is never negative")
-    with check("does not change its input in place"):
+    with check("returns the softmax and leaves its input unchanged (no in-place edits)"):
         x = torch.randn(3, 5)
         before = x.clone()
-        softmax(x)
+        out = softmax(x)
         check.true(torch.equal(x, before), "softmax(x) modified x; write `x - m`, not `x -= m`, so the caller's tensor survives")
+        check.close(out, ref_softmax(before), "softmax(x)")
 
 
 def test_attention_pool(check, refs, attention_pool):

@@ -24,7 +24,9 @@ def attn(*args, **kw):
     "make, fragment",
     [
         (lambda d: d / "missing.ipynb", "no notebook there"),
-        (lambda d: (d / "mine.ipynb").write_text("{}") and d / "mine.ipynb", "not one of the course notebooks"),
+        (lambda d: (d / "mine.ipynb").write_text("{}") and d / "mine.ipynb", "not a readable notebook"),
+        (lambda d: (d / "mine.ipynb").write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+         and d / "mine.ipynb", "not one of the course notebooks"),
         (
             lambda d: (d / "01_attention_intuition.ipynb").write_text("{not json") and d / "01_attention_intuition.ipynb",
             "not a readable notebook",

@@ -79,6 +79,21 @@ def test_test_cells_score_with_the_points_nbgrader_knows_and_run_hidden_tests(so
         assert exercise in grader.HIDDEN_TESTS, f"grader/{assignment}.py has no hidden tests for {exercise}"
 
 
+def test_test_cells_use_only_the_setup_cell_and_the_exercises(solution):
+    # While grading, a test cell runs in the grader: the setup cell's names are the grader's own, every other
+    # name is the learner's object. A helper from another cell would be the learner's to change.
+    from utils.checking import free_names
+
+    _, nb = solution
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    exec(code[0].source, ns := {})  # noqa: S102 - the course's own setup cell
+    setup_names = set(ns)
+    exercises = {nbs.nbgrader_meta(c)["grade_id"] for c in nb.cells if nbs.is_answer_cell(c)}
+    for cell in filter(nbs.is_test_cell, nb.cells):
+        stray = free_names(cell.source) - setup_names - exercises
+        assert not stray, f"{nbs.nbgrader_meta(cell)['grade_id']} uses {sorted(stray)}: import them in the setup cell"
+
+
 def test_nbgrader_metadata_is_valid_and_ids_unique(solution):
     _, nb = solution
     MetadataValidator().validate_nb(nb)

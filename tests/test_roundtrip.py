@@ -78,6 +78,6 @@ def test_a_messy_learner_notebook_costs_only_the_broken_exercise(tmp_path):
     nb.cells.insert(index, helper)
     nb.cells.remove(cells["test_additive_scores"])
     nbs.write(nb, path)
-    result = by_id(attn_check(path, env={"ATTN_CHECK_TIME_LIMIT": "2"}))
+    result = by_id(attn_check(path, env={"ATTN_EXERCISE_TIME_LIMIT": "3"}))
     assert result["attention_pool"]["score"] == 0 and "stopped after" in result["attention_pool"]["feedback"]
     assert result["softmax"]["passed"] and result["additive_scores"]["passed"], result

@@ -11,6 +11,7 @@ from . import notebooks as nbs
 
 NOTEBOOK_BUDGET_S = 30.0
 CHECK_BUDGET_S = 20.0
+LOOP_BUDGET_S = 30.0
 
 
 def _timed(fn) -> float:
@@ -38,4 +39,26 @@ def run(assignments: list[str]) -> int:
         missed += not ok
         flag = "" if ok else "  OVER BUDGET"
         print(f"{assignment:<36}{t_exec:>12.1f}{NOTEBOOK_BUDGET_S:>8.0f}{t_check:>16.1f}{CHECK_BUDGET_S:>8.0f}{flag}")
+    missed += not endless_loop(assignments[0])
     return 1 if missed else 0
+
+
+def endless_loop(assignment: str) -> bool:
+    """Time `attn check` on the solution with an endless loop planted in its second exercise; within budget?"""
+    import tempfile
+    from pathlib import Path
+
+    nb = nbs.read(nbs.solution_path(assignment))
+    answers = [c for c in nb.cells if nbs.is_answer_cell(c)]
+    victim = answers[min(1, len(answers) - 1)]
+    victim.source = victim.source.replace("### BEGIN SOLUTION", "### BEGIN SOLUTION\n    while True:\n        pass", 1)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"{assignment}.ipynb"
+        nbs.write(nb, path)
+        t = _timed(lambda: subprocess.run([sys.executable, "-m", "utils.cli", "check", str(path), "--json"],
+                                          cwd=nbs.ROOT, check=True, capture_output=True))
+    ok = t <= LOOP_BUDGET_S
+    name = nbs.nbgrader_meta(victim)["grade_id"]
+    print(f"attn check on {assignment} with an endless loop in {name}: {t:.1f} s (budget {LOOP_BUDGET_S:.0f} s)"
+          + ("" if ok else "  OVER BUDGET"))
+    return ok

@@ -1,108 +1,545 @@
-"""`attn check`: grade one learner notebook with the hidden tests, the way nbgrader's autograder would."""
+"""Grade a learner's notebook: their code runs in a worker process, the checks and the score here.
+
+This is what `attn check` and nbgrader's autograder (`utils.autograde`) both run. The grader process reads the
+course's own copy of every test cell (from solutions/, hidden tests included) and runs it itself, with each
+exercise name bound to a proxy for the learner's object in the worker (`utils.remote`). The worker runs the
+learner's cells in the course's order: each course cell as the course wrote it, each answer cell as the learner
+wrote it, and the cells the learner added where they put them. Cells the learner added, duplicated, renamed or
+re-tagged never count as tests; a test cell they moved or deleted is graded after its answer cell all the same.
+
+Every exercise has a time limit enforced from here: past it the worker is killed (with everything it started)
+and a fresh one replays the learner's definitions for the next exercise. Whatever the worker does (exit, crash,
+loop, flood its output, patch anything in its own process), an exercise scores a number between 0 and its
+points, and the total is the assignment's.
+"""
 
 from __future__ import annotations
 
-import copy
+import ast
+import builtins
+import contextlib
+import hashlib
+import io
+import json
+import math
+import os
+import secrets
+import shutil
 import textwrap
+import time
+import warnings
+from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import nbformat
 from nbformat import NotebookNode
 
 from . import notebooks as nbs
-from .grading import RESULT_MIME, grader_dir
+from .grading import Checker, grader_dir, load_grader, load_references
+
+#: Seconds the checks of one exercise may take, all calls into the learner's code included.
+EXERCISE_TIME_LIMIT_S = float(os.environ.get("ATTN_EXERCISE_TIME_LIMIT", "10"))
+#: Seconds one cell may run: the learner's own cells, and the course's cells (demos that call the learner's code).
+LEARNER_CELL_TIME_LIMIT_S = float(os.environ.get("ATTN_CELL_TIME_LIMIT", "10"))
+COURSE_CELL_TIME_LIMIT_S = max(20.0, LEARNER_CELL_TIME_LIMIT_S)
+#: Seconds a whole notebook may take; exercises not reached by then score 0.
+TOTAL_TIME_LIMIT_S = float(os.environ.get("ATTN_TOTAL_TIME_LIMIT", "300"))
+#: Folders whose files grading must never change (checked around every run that is not isolated).
+PROTECTED = ("grader", "utils", "solutions")
 
 
-def merge_with_source(learner: NotebookNode, source: NotebookNode) -> NotebookNode:
-    """The learner's notebook with every locked or test cell restored from the source, as nbgrader does.
+# -- which cells run, in which order ---------------------------------------------------------------------------
+@dataclass
+class Step:
+    """One unit of grading: a cell for the worker to run, or a test cell for this process to run."""
 
-    The learner's answer cells and any cells they added are kept; test cells they deleted are put back
-    at the end; outputs are cleared so nothing stale is graded.
-    """
-    by_id = {nbs.nbgrader_meta(c)["grade_id"]: c for c in source.cells if nbs.nbgrader_meta(c).get("grade_id")}
-    merged = copy.deepcopy(learner)
-    seen = set()
-    for i, cell in enumerate(merged.cells):
-        meta = nbs.nbgrader_meta(cell)
-        grade_id = meta.get("grade_id")
-        if grade_id in by_id:
-            seen.add(grade_id)
-            original = by_id[grade_id]
-            if nbs.is_test_cell(original) or nbs.nbgrader_meta(original).get("locked"):
-                merged.cells[i] = copy.deepcopy(original)
-        if merged.cells[i].cell_type == "code":
-            merged.cells[i].outputs = []
-            merged.cells[i].execution_count = None
-    for grade_id, cell in by_id.items():
-        if grade_id not in seen and nbs.is_test_cell(cell):
-            merged.cells.append(copy.deepcopy(cell))
-    return merged
+    kind: str  # "cell" or "test"
+    source: str
+    origin: str  # "course", "answer" or "learner"
+    grade_id: str | None = None
+    points: float = 0.0
+    setup: bool = False
+    status: str = "pending"  # ok, error, fatal (stopped or crashed the worker), skipped
+    error: dict[str, Any] | None = None
+
+    @property
+    def exercise(self) -> str:
+        gid = self.grade_id or ""
+        return gid[len("test_"):] if gid.startswith("test_") else gid
 
 
-def _exercise_id(cell: NotebookNode) -> str:
-    grade_id = nbs.nbgrader_meta(cell)["grade_id"]
-    return grade_id[len("test_"):] if grade_id.startswith("test_") else grade_id
+def _source(cell: NotebookNode) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else str(src)
 
 
-def collect(nb: NotebookNode) -> list[dict[str, Any]]:
-    """One result per test cell of an executed notebook: nbgrader's score plus the checker's feedback."""
-    from nbgrader.utils import determine_grade
-
-    results = []
-    for cell in nb.cells:
-        if not nbs.is_test_cell(cell):
+def plan(source: NotebookNode, learner: NotebookNode) -> list[Step]:
+    """The steps of grading `learner` against the course notebook `source`, in the course's order."""
+    source_ids = {}
+    for cell in source.cells:
+        gid = nbs.nbgrader_meta(cell).get("grade_id")
+        if gid:
+            source_ids[gid] = cell
+    answers: dict[str, str] = {}
+    attached: dict[str | None, list[str]] = defaultdict(list)
+    anchor: str | None = None
+    seen: set[str] = set()
+    for cell in learner.cells:
+        gid = nbs.nbgrader_meta(cell).get("grade_id") if isinstance(cell.get("metadata"), dict) else None
+        kind = cell.get("cell_type")
+        if gid in source_ids and gid not in seen and kind == source_ids[gid].cell_type:
+            seen.add(gid)
+            anchor = gid
+            if nbs.is_answer_cell(source_ids[gid]):
+                answers[gid] = _source(cell)
             continue
-        score, max_score = determine_grade(cell)
-        report = next((o.data[RESULT_MIME] for o in cell.outputs if RESULT_MIME in o.get("data", {})), None)
-        errors = [o for o in cell.outputs if o.output_type == "error"]
-        stderr = [o for o in cell.outputs if o.output_type == "stream" and o.name == "stderr"]
-        if errors:
-            err = errors[0]
-            feedback = f"the test cell stopped with {err.ename}: {err.evalue}"
-            if err.ename == "NameError":
-                feedback += " — did you rename, delete or not run the cell that defines it?"
-        elif stderr:
-            feedback = f"something was printed to stderr, which the autograder counts as an error: {stderr[0].text[:300]}"
-        elif report is not None:
-            feedback = report["feedback"]
+        if kind == "code":
+            attached[anchor].append(_source(cell))  # added, duplicated, renamed or re-tagged: the learner's code
+
+    steps = [Step("cell", s, "learner") for s in attached[None]]
+    first_code = True
+    for cell in source.cells:
+        meta = nbs.nbgrader_meta(cell)
+        gid = meta.get("grade_id")
+        if cell.cell_type == "code":
+            if nbs.is_test_cell(cell):
+                steps.append(Step("test", _source(cell), "course", gid, float(meta.get("points", 0))))
+            elif nbs.is_answer_cell(cell):
+                if gid in answers:
+                    steps.append(Step("cell", answers[gid], "answer", gid))
+            elif nbs.SLOW_TAG not in cell.metadata.get("tags", []):
+                steps.append(Step("cell", _source(cell), "course", gid, setup=first_code))
+            first_code = False
+        steps += [Step("cell", s, "learner") for s in attached.get(gid, [])] if gid else []
+    return steps
+
+
+def is_definition(source: str) -> bool:
+    """True for a cell that only imports and defines (safe and cheap to replay)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    kinds = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return all(isinstance(node, kinds) for node in tree.body)
+
+
+def free_names(source: str) -> set[str]:
+    """Names a test cell reads but never binds: the learner's objects, or the setup cell's."""
+    tree = ast.parse(source)
+    loads, stores = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (loads if isinstance(node.ctx, ast.Load) else stores).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+            stores.add(node.name)
+        elif isinstance(node, ast.arg):
+            stores.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            stores.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            stores.add(node.name)
+    return loads - stores - set(dir(builtins))
+
+
+# -- the grader's checker -----------------------------------------------------------------------------------------
+class GradingChecker(Checker):
+    """A Checker run by the grader: seeds the learner cannot predict, no alarms (the grader's deadline rules)."""
+
+    def __init__(self, exercise: str, points: float, *, seed: int, hidden: tuple[Any, dict] | None,
+                 worker: Any, started: float) -> None:
+        super().__init__(exercise, points)
+        self._seed_base = seed
+        self._preloaded = hidden
+        self._worker = worker
+        self._started = started
+
+    def _check_seed(self, index: int) -> int:
+        digest = hashlib.blake2b(f"{self._seed_base}:{self.exercise}:{index}".encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "big") >> 2
+
+    def _check_limit(self, seconds: float) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
+
+    def _announce(self, report: dict[str, Any]) -> None:
+        pass
+
+    def set_time_limit(self, seconds: float) -> None:
+        self._worker.deadline = self._started + seconds
+
+    def hidden(self, notebook: str, *objects: Any) -> None:
+        if self._preloaded is None:
+            raise KeyError(f"no hidden tests were loaded for {notebook}")
+        module, refs = self._preloaded
+        tests = getattr(module, "HIDDEN_TESTS", {})
+        if self.exercise not in tests:
+            raise KeyError(f"grader/{notebook}.py has no hidden tests for {self.exercise!r}")
+        self._hidden = True
+        self._graded = True
+        tests[self.exercise](self, refs, *objects)
+
+
+# -- running it ---------------------------------------------------------------------------------------------------
+@dataclass
+class Grading:
+    """What grading found: one result per exercise (in the course's order), and the steps it took."""
+
+    assignment: str
+    exercises: list[dict[str, Any]]
+    steps: list[Step]
+    isolated: bool
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def score(self) -> float:
+        return round(sum(e["score"] for e in self.exercises), 2)
+
+    @property
+    def max_score(self) -> float:
+        return float(sum(e["max_score"] for e in self.exercises))
+
+    def as_json(self, notebook: str) -> dict[str, Any]:
+        keys = ("id", "score", "max_score", "passed", "feedback", "mistake")
+        return {"notebook": notebook, "score": self.score, "max_score": self.max_score,
+                "exercises": [{k: e[k] for k in keys} for e in self.exercises]}
+
+
+def _why_missing(steps: list[Step], learner_ids: set[str]) -> dict[str, str]:
+    """For each exercise whose name may be missing in the worker: the sentence that says why."""
+    reasons = {}
+    answered = {s.grade_id: s for s in steps if s.origin == "answer"}
+    for step in steps:
+        if step.kind != "test":
+            continue
+        name = step.exercise
+        answer = answered.get(name)
+        if answer is None:
+            reasons[name] = (f"`{name}` is not defined: your notebook has no answer cell for it (deleted, or its "
+                             "metadata changed?) — copy the cell back from a fresh student copy")
+        elif answer.status == "error" and answer.error:
+            err = answer.error
+            if err.get("type") in ("SyntaxError", "IndentationError", "TabError"):
+                line = f" on line {err.get('line')}" if err.get("line") else ""
+                text = f": `{err.get('text')}`" if err.get("text") else ""
+                reasons[name] = (f"`{name}` is not defined because its cell has a {err.get('type')}{line}{text} "
+                                 f"({err.get('message')}) — fix it and run the cell again")
+            else:
+                where = f" ({err.get('where')})" if err.get("where") else ""
+                reasons[name] = (f"`{name}` is not defined because its cell stopped with {err.get('type')}: "
+                                 f"{err.get('message')}{where}")
+        elif answer.status == "fatal":
+            reasons[name] = f"`{name}` is not defined because its cell {answer.error.get('message') if answer.error else 'was stopped'}"
         else:
-            feedback = "the test cell finished without a result (was it edited?)"
-        results.append(
-            {
-                "id": report["id"] if report else _exercise_id(cell),
-                "score": float(score or 0.0),
-                "max_score": float(max_score),
-                "passed": bool(score == max_score),
-                "feedback": feedback,
-                "mistake": report["mistake"] if report and not errors else None,
-            }
-        )
-    return results
+            reasons[name] = (f"`{name}` is not defined in your notebook — did you rename it? The exercise needs "
+                             "exactly this name")
+    return reasons
 
 
-def check(path: str | Path, timeout: int = 60) -> dict[str, Any]:
-    """Grade the notebook at `path`; returns the JSON object that `attn check --json` prints."""
-    nb_path, assignment = nbs.resolve_notebook(path)
-    grader_dir()  # fail early, with advice, when the hidden tests are not available
+class _Session:
+    """A worker and the cells it has run, so that a fresh worker can pick up where a killed one stopped."""
+
+    def __init__(self, zygote: Any, deadline: float) -> None:
+        self.zygote = zygote
+        self.deadline = deadline
+        self.worker: Any = None
+        self.done: list[Step] = []
+        self.lost = False  # after a worker had to be killed, course demos are no longer replayed or run
+        self.names: dict[str, str] = {}
+
+    def _start(self) -> None:
+        from .remote import Worker, WorkerLost
+
+        for attempt in range(2):
+            try:
+                self.worker = Worker(self.zygote)
+                self.worker.names = self.names
+                return
+            except (WorkerLost, OSError, EOFError, ValueError, KeyError):
+                if attempt:
+                    raise WorkerLost("the worker could not be started") from None
+
+    def ensure(self) -> Any:
+        if self.worker is not None and self.worker.alive:
+            return self.worker
+        if self.worker is not None:
+            self.worker.kill()
+        self._start()
+        for step in list(self.done):
+            if step.status in ("ok", "error") and self._wanted(step):
+                self._execute(step, replay=True)
+                if not self.worker.alive:
+                    return self.ensure()
+        return self.worker
+
+    def _wanted(self, step: Step) -> bool:
+        return not (self.lost and step.origin == "course" and not step.setup and not is_definition(step.source))
+
+    def _execute(self, step: Step, replay: bool = False) -> None:
+        from .remote import WorkerLost
+
+        limit = COURSE_CELL_TIME_LIMIT_S if step.origin == "course" else LEARNER_CELL_TIME_LIMIT_S
+        deadline = min(time.monotonic() + limit, self.deadline)
+        try:
+            reply, _ = self.worker._exchange({"op": "run_cell", "source": step.source, "name": step.grade_id or step.origin},
+                                            None, deadline)
+        except WorkerLost as exc:
+            self.lost = True
+            step.status = "fatal"
+            reason = str(exc)
+            step.error = {"type": "Stopped", "message": (
+                f"ran past its {limit:g} s limit and was stopped" if reason == "timeout" else
+                f"ended the process running it ({reason})")}
+            return
+        if replay:
+            return
+        if reply.get("ok") is True:
+            step.status = "ok"
+        else:
+            step.status = "error"
+            error = reply.get("error")
+            step.error = {k: str(v)[:500] for k, v in error.items()} if isinstance(error, dict) else {}
+        self.done.append(step)
+
+    def run_cell(self, step: Step) -> None:
+        if not self._wanted(step):
+            step.status = "skipped"
+            return
+        self.ensure()
+        self._execute(step)
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.kill()
+        self.zygote.close()
+
+
+def _grader_namespace(source: NotebookNode) -> dict[str, Any]:
+    """The setup cell's names (imports, helpers), built here from the course's own copy of that cell."""
+    setup = next((c for c in source.cells if c.cell_type == "code"), None)
+    ns: dict[str, Any] = {"__name__": "__grader__"}
+    if setup is not None:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+                warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            exec(compile(_source(setup), "<setup cell>", "exec"), ns)  # noqa: S102 - the course's own code
+    return ns
+
+
+def _lost_message(reason: str, limit: float) -> str:
+    if reason == "timeout":
+        return (f"stopped after {limit:g} s — is there a loop that never ends, or a Python loop over every element "
+                "where a tensor operation would do? (The process running your code was stopped; the other "
+                "exercises are graded in a fresh one.)")
+    if reason.startswith("died"):
+        return (f"the process running your code ended while this exercise was being checked{reason[4:]}: "
+                "os._exit, a crash, or running out of memory — code that ends the process scores 0")
+    return ("your code interfered with the grader's connection to it (it wrote to a file descriptor it does "
+            "not own?) — the exercise scores 0")
+
+
+def _result(exercise: str, points: float, checker: Checker | None, override: str | None) -> dict[str, Any]:
+    if checker is not None and override is None:
+        report = checker.score().report
+        value = float(report["score"])
+        if not math.isfinite(value):
+            value = 0.0
+        value = round(min(max(value, 0.0), points), 2)
+        return {"id": exercise, "score": value, "max_score": points, "passed": value == points,
+                "feedback": report["feedback"], "mistake": report["mistake"], "checks": report["checks"]}
+    checks = [] if checker is None else [
+        {"name": r.name, "passed": r.passed, "hidden": r.hidden, "message": r.message} for r in checker.results]
+    return {"id": exercise, "score": 0.0, "max_score": points, "passed": False,
+            "feedback": override or "the test cell did not run", "mistake": None, "checks": checks}
+
+
+def grade(learner: NotebookNode, assignment: str, *, seed: int | None = None) -> Grading:
+    """Grade `learner` (a notebook) as assignment `assignment`; never raises because of the learner's code."""
+    from .remote import LearnerAbort, RemoteObject, WorkerLost
+    from .sandbox import Zygote, isolation
+
+    started = time.monotonic()
+    zygote = Zygote(nbs.ROOT, [grader_dir()])  # starts importing torch & co. while this process loads the rest
     source = nbs.read(nbs.solution_path(assignment))
-    learner = nbs.read(nb_path)
-    merged = merge_with_source(learner, source)
-    merged.cells = [c for c in merged.cells if nbs.SLOW_TAG not in c.metadata.get("tags", [])]
-    nbs.execute(
-        merged,
-        cwd=nb_path.parent.resolve(),
-        timeout=timeout,
-        allow_errors=True,
-        env={"MPLBACKEND": "agg", "ATTN_CHECK": "1"},
-        quiet=True,
-    )
-    exercises = collect(merged)
-    return {
-        "notebook": str(path),
-        "score": round(sum(e["score"] for e in exercises), 2),
-        "max_score": float(sum(e["max_score"] for e in exercises)),
-        "exercises": exercises,
-    }
+    steps = plan(source, learner)
+    # Everything the grader needs is loaded before any learner code runs.
+    hidden = (load_grader(assignment), load_references(assignment))
+    base_ns = _grader_namespace(source)
+    seed = seed if seed is not None else int(os.environ.get("ATTN_GRADE_SEED", secrets.randbits(60)))
+    isolated = isolation() is None
+    snapshot = None if isolated else _snapshot()
+    session = _Session(zygote, started + TOTAL_TIME_LIMIT_S)
+    results: list[dict[str, Any]] = []
+    try:
+        for step in steps:
+            if time.monotonic() > session.deadline:
+                step.status = "skipped"
+                if step.kind == "test":
+                    results.append(_result(step.exercise, step.points, None,
+                                           f"not graded: the notebook used up its {TOTAL_TIME_LIMIT_S:g} s"))
+                continue
+            if step.kind == "cell":
+                session.run_cell(step)
+                continue
+            session.names.clear()
+            session.names.update(_why_missing(steps, set()))
+            try:
+                worker = session.ensure()
+                worker.request({"op": "reset"}, deadline=time.monotonic() + 10)
+            except WorkerLost:
+                results.append(_result(step.exercise, step.points, None,
+                                       "the process that runs your code could not be started again"))
+                continue
+            holder: list[GradingChecker] = []
+            t0 = time.monotonic()
+            worker.deadline = min(t0 + EXERCISE_TIME_LIMIT_S, session.deadline)
+
+            def make_checker(exercise: str, points: float = step.points, time_limit: float | None = None,
+                             **_: Any) -> GradingChecker:
+                checker = GradingChecker(exercise, step.points, seed=seed, hidden=hidden, worker=worker, started=t0)
+                if time_limit:
+                    checker.set_time_limit(min(float(time_limit), session.deadline - t0))
+                holder.append(checker)
+                return checker
+
+            ns = dict(base_ns)
+            for name in free_names(step.source) - set(ns):
+                ns[name] = RemoteObject(worker, {"global": name})
+            ns["Checker"] = make_checker
+            override = None
+            try:
+                with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    exec(compile(step.source, f"<test cell {step.grade_id}>", "exec"), ns)  # noqa: S102
+            except WorkerLost as exc:
+                session.lost = True
+                limit = (worker.deadline or t0) - t0
+                override = _lost_message(str(exc), round(limit, 1))
+            except LearnerAbort as exc:
+                override = (f"your code raised {exc} while being checked: code that exits or interrupts the "
+                            "process scores 0 for the exercise")
+            except NotImplementedError:
+                override = "not implemented yet — replace `raise NotImplementedError()` with your code, then rerun this cell."
+            except Exception as exc:  # noqa: BLE001 - outside every check: the exercise cannot be graded
+                override = f"the test cell stopped with {type(exc).__name__}: {str(exc)[:300]}"
+            finally:
+                worker.deadline = None
+            checker = holder[0] if holder else None
+            results.append(_result(step.exercise, step.points, checker, override))
+            step.status = "ok"
+    finally:
+        session.close()
+        if snapshot is not None:
+            _verify(snapshot)
+    notes = [] if isolated else [f"not isolated: {isolation()}"]
+    return Grading(assignment, results, steps, isolated, time.monotonic() - started, notes)
+
+
+# -- without isolation: the course files must come out of grading unchanged ---------------------------------------
+def _snapshot() -> dict[Path, bytes]:
+    files = {}
+    for folder in PROTECTED:
+        for path in (nbs.ROOT / folder).rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts:
+                files[path] = path.read_bytes()
+    return files
+
+
+def _verify(snapshot: dict[Path, bytes]) -> None:
+    changed = []
+    for path, data in snapshot.items():
+        if not path.is_file() or path.read_bytes() != data:
+            changed.append(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+    for folder in PROTECTED:
+        for path in (nbs.ROOT / folder).rglob("*"):
+            if path.is_file() and "__pycache__" not in path.parts and path not in snapshot:
+                changed.append(path)
+                path.unlink()
+    if changed:
+        shown = ", ".join(str(p.relative_to(nbs.ROOT)) for p in changed[:5])
+        raise nbs.CourseError(
+            f"grading stopped: course files changed while the learner's code ran ({shown}); they have been "
+            "restored and this result is void. Grade classes as root, where the learner's code cannot reach them.")
+
+
+# -- attn check ----------------------------------------------------------------------------------------------------
+def load_learner_notebook(path: Path) -> NotebookNode:
+    """A learner's notebook, whatever shape it is in, or a CourseError with one sentence that says why not."""
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise nbs.CourseError(f"{path} cannot be read ({type(exc).__name__}: {exc})") from None
+    if not raw.strip():
+        raise nbs.CourseError(f"{path} is empty: it is not a notebook (restore it from a backup, or take a fresh copy)")
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise nbs.CourseError(f"{path} is not a readable notebook (not JSON: {exc}); restore it from a backup or git") from None
+    if not isinstance(data, dict) or not ("cells" in data or "worksheets" in data):
+        raise nbs.CourseError(f"{path} is not a readable notebook (JSON, but with no cells)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            nb = nbformat.reads(raw, as_version=4)
+        except Exception as exc:  # noqa: BLE001 - nbformat raises many kinds for damaged files
+            raise nbs.CourseError(f"{path} is not a readable notebook ({type(exc).__name__}: {exc})") from None
+    cells = []
+    for cell in nb.get("cells", []) or []:
+        if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown", "raw"):
+            continue
+        cell = NotebookNode(cell)
+        if not isinstance(cell.get("metadata"), dict):
+            cell["metadata"] = NotebookNode({})
+        cell["source"] = _source(cell)
+        cells.append(cell)
+    nb["cells"] = cells
+    return nb
+
+
+def _answer_ids(nb: NotebookNode) -> set[str]:
+    return {nbs.nbgrader_meta(c).get("grade_id") for c in nb.cells if isinstance(c.get("metadata"), dict)
+            and nbs.nbgrader_meta(c).get("grade_id")}
+
+
+def identify(path: Path, nb: NotebookNode) -> str:
+    """Which assignment a learner's file is: by its name, else by the exercise cells it holds."""
+    named = next((n for n in (path.stem, path.parent.name) if n in nbs.assignments()), None)
+    ids = _answer_ids(nb)
+    overlap = {}
+    for assignment in nbs.assignments():
+        source = nbs.read(nbs.solution_path(assignment))
+        answers = {nbs.nbgrader_meta(c)["grade_id"] for c in source.cells if nbs.is_answer_cell(c)}
+        overlap[assignment] = len(answers & ids)
+    best = max(overlap, key=lambda a: overlap[a])
+    if named is not None:
+        if overlap[named] == 0 and overlap[best] > 0:
+            raise nbs.CourseError(
+                f"{path} is named like {named} but holds the exercises of {best}: grade it with "
+                f"`attn check {path} --as {best}`, or give it the right name")
+        return named
+    if overlap[best] == 0:
+        raise nbs.CourseError(
+            f"{path} is not one of the course notebooks ({', '.join(nbs.assignments())}): its name matches none "
+            "and it holds none of their exercise cells")
+    return best
+
+
+def check(path: str | Path, assignment: str | None = None) -> dict[str, Any]:
+    """Grade the notebook at `path`; returns the JSON object that `attn check --json` prints."""
+    nb_path = nbs.find_notebook(path)
+    grader_dir()  # fail early, with advice, when the hidden tests are not available
+    learner = load_learner_notebook(nb_path)
+    if assignment is not None and assignment not in nbs.assignments():
+        raise nbs.CourseError(f"no notebook called {assignment!r} in the course (known: {', '.join(nbs.assignments())})")
+    chosen = assignment or identify(nb_path, learner)
+    result = grade(learner, chosen)
+    out = result.as_json(str(path))
+    out["_notes"] = result.notes
+    return out
 
 
 def render(result: dict[str, Any]) -> str:
@@ -114,4 +551,7 @@ def render(result: dict[str, Any]) -> str:
         if not ex["passed"]:
             for line in ex["feedback"].splitlines():
                 lines.append(textwrap.fill(line, width=110, initial_indent=" " * 8, subsequent_indent=" " * 10))
+    for note in result.get("_notes", []):
+        lines += ["", f"Note: {note} (see README, 'Grading a class')."]
     return "\n".join(lines)
+

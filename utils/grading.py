@@ -26,9 +26,11 @@ from __future__ import annotations
 import contextlib
 import html
 import importlib.util
+import json
 import math
 import os
 import signal
+import sys
 import traceback
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -105,7 +107,8 @@ class Score(float):
         return repr(float(self))
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        return {"text/html": _report_html(self.report), RESULT_MIME: self.report}
+        # Keys sorted all the way down, as nbformat stores them: a freshly run cell then compares equal (nbval).
+        return {"text/html": _report_html(self.report), RESULT_MIME: json.loads(json.dumps(self.report, sort_keys=True))}
 
 
 @contextlib.contextmanager
@@ -132,6 +135,9 @@ def _time_limit(seconds: float) -> Iterator[None]:
 
 def _where(exc: BaseException) -> str:
     """The learner's line that raised `exc`, as ' (line N: `code`)', or '' when it is not theirs."""
+    reported = getattr(exc, "learner_where", None)  # raised in the learner's process, located there
+    if reported is not None:
+        return reported
     ours = (str(Path(__file__).resolve().parent), os.sep + "torch" + os.sep, "grader")
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if not any(s in f.filename for s in ours)]
     if not frames:
@@ -144,10 +150,11 @@ def _where(exc: BaseException) -> str:
 class Checker:
     """Runs the named checks of one exercise and turns them into a score with feedback."""
 
-    def __init__(self, exercise: str, points: float) -> None:
+    def __init__(self, exercise: str, points: float, time_limit: float | None = None) -> None:
         if points <= 0:
             raise ValueError(f"points must be positive, got {points}")
         self.exercise = exercise
+        self.time_limit = time_limit  # seconds for the whole exercise while grading (the grader enforces it)
         self.points = float(points)
         self.results: list[CheckResult] = []
         self.not_implemented = False
@@ -162,11 +169,11 @@ class Checker:
         result = CheckResult(name=name, weight=weight, hidden=self._hidden)
         try:
             limit = AFTER_TIMEOUT_S if self._timed_out else CHECK_TIME_LIMIT_S
-            with _time_limit(limit), torch.random.fork_rng(devices=[]):
+            with self._check_limit(limit), torch.random.fork_rng(devices=[]):
                 # A warning printed to stderr would zero the whole cell in nbgrader: record it instead.
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
-                    torch.manual_seed(len(self.results) + 1)
+                    torch.manual_seed(self._check_seed(len(self.results)))
                     yield
             result.passed = True
             if caught:
@@ -192,9 +199,21 @@ class Checker:
             result.message = f"assertion failed: {exc}{_where(exc)}" if str(exc) else f"assertion failed{_where(exc)}"
         except MemoryError as exc:
             result.message = f"ran out of memory{_where(exc)} — is something of size L×L×L being built?"
+        except NameError as exc:
+            result.message = str(exc) if "`" in str(exc) else f"your code raised NameError: {exc}{_where(exc)}"
         except Exception as exc:  # noqa: BLE001 - a learner's exception costs this check only
-            result.message = f"your code raised {type(exc).__name__}: {exc}{_where(exc)}"
+            kind = getattr(exc, "learner_type", type(exc).__name__)
+            text = str(exc).removeprefix(f"{kind}: ")
+            result.message = f"your code raised {kind}: {text}{_where(exc)}"
         self.results.append(result)
+
+    # Live, in the learner's kernel: every rerun sees the same inputs, and an alarm stops an endless loop.
+    # While grading (utils.checking.GradingChecker) the seeds are secret and the grader's deadline rules.
+    def _check_seed(self, index: int) -> int:
+        return index + 1
+
+    def _check_limit(self, seconds: float) -> contextlib.AbstractContextManager:
+        return _time_limit(seconds)
 
     def hidden(self, notebook: str, *objects: Any) -> None:
         """Run the grader's hidden checks for this exercise on the learner's `objects`."""
@@ -220,7 +239,7 @@ class Checker:
         if isinstance(actual, tuple) and len(actual) == 2 and isinstance(actual[0], torch.Tensor):
             raise CheckFailure(f"{what} should be a single tensor, got a tuple of two — return only the {what}.")
         if not isinstance(actual, torch.Tensor):
-            raise CheckFailure(f"{what} should be a torch.Tensor, got {type(actual).__name__}.")
+            raise CheckFailure(f"{what} should be a torch.Tensor, got {type_name(actual)}.")
         actual = actual.detach()
         mistake = identify(actual, mistakes or {}, **tol)
         if actual.shape != expected.shape:
@@ -250,7 +269,7 @@ class Checker:
     def shape(self, actual: Any, expected: tuple[int, ...], what: str = "output") -> None:
         """Fail unless `actual` is a tensor of shape `expected`."""
         if not isinstance(actual, torch.Tensor):
-            raise CheckFailure(f"{what} should be a torch.Tensor, got {type(actual).__name__}.")
+            raise CheckFailure(f"{what} should be a torch.Tensor, got {type_name(actual)}.")
         if tuple(actual.shape) != tuple(expected):
             raise CheckFailure(f"{what} has shape {tuple(actual.shape)}, expected {tuple(expected)}.")
 
@@ -288,7 +307,73 @@ class Checker:
                 for r in self.results
             ],
         }
+        self._announce(report)
         return Score(value, report)
+
+    def _announce(self, report: dict[str, Any]) -> None:
+        """Under nbgrader's Validate button, say what failed on stderr: the dialog shows stderr, not tables."""
+        if os.environ.get("NBGRADER_VALIDATING") and not report["passed"]:
+            print(f"{report['id']}: {report['score']:g} / {report['max_score']:g} points\n{report['feedback']}",
+                  file=sys.stderr)
+
+
+_SKIPPED_FOR: set[str] = set()
+
+
+@contextlib.contextmanager
+def requires(*exercises: str) -> Iterator[None]:
+    """Run a demo that calls the learner's `exercises`; while one is unfinished, say so instead of failing.
+
+    Run All then goes on past the demo. A later demo that uses a variable an earlier skipped demo would have
+    defined is skipped the same way (a NameError after a skip), while a NameError anywhere else still shows.
+    """
+    names = ", ".join(f"`{e}`" for e in exercises) or "an exercise above"
+    try:
+        yield
+    except NotImplementedError:
+        _SKIPPED_FOR.update(exercises)
+        print(f"(finish the exercise {names} above to see this cell's output, then run this cell again)")
+    except NameError:
+        if not _SKIPPED_FOR:
+            raise
+        print(f"(finish the exercise {names} above to see this cell's output, then run this cell again)")
+
+
+def type_name(obj: Any) -> str:
+    """The name of `obj`'s type, also for an object that lives in the learner's process while grading."""
+    remote = getattr(type(obj), "_attn_remote_type", None)
+    return obj._attn_remote_type if remote is not None else type(obj).__name__
+
+
+def _proc_status_kib(pid: int | str, field: str) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise KeyError(field)
+
+
+def peak_memory(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, int]:
+    """Call `fn(*args, **kwargs)`; return its result and the peak resident memory it added, in bytes.
+
+    Measured by the kernel (the process's resident-set high-water mark, reset just before the call), so
+    code under test cannot misreport it. While grading, the grader reads the learner's process from outside.
+    """
+    measure = getattr(fn, "_attn_peak_memory", None)
+    if measure is not None:
+        return measure(*args, **kwargs)
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # reset VmHWM to the current resident size
+        base = _proc_status_kib("self", "VmRSS")
+    except OSError:  # not Linux: fall back to the profiler's count of tensor allocations
+        from .blocks import peak_memory_bytes
+
+        box: list[Any] = []
+        peak = peak_memory_bytes(lambda: box.append(fn(*args, **kwargs)))
+        return box[0], peak
+    result = fn(*args, **kwargs)
+    return result, max(0, _proc_status_kib("self", "VmHWM") - base) * 1024
 
 
 def expect_pair(result: Any, what: str = "it") -> tuple[Any, Any]:
@@ -304,16 +389,16 @@ def load_weights(module: Any, params: Mapping[str, torch.Tensor], needs: str) ->
     `needs` describes the layers the exercise asks for; it goes into the message when one is missing.
     """
     if not isinstance(module, torch.nn.Module):
-        raise CheckFailure(f"{type(module).__name__} should be an nn.Module (subclass torch.nn.Module).")
-    own = dict(module.named_parameters())
+        raise CheckFailure(f"{type_name(module)} should be an nn.Module (subclass torch.nn.Module).")
+    own = {name: tuple(p.shape) for name, p in module.named_parameters()}
     missing = sorted(set(params) - set(own))
     if missing:
         raise CheckFailure(f"the module has no parameter(s) {missing}: it needs {needs}.")
-    with torch.no_grad():
-        for name, tensor in params.items():
-            if own[name].shape != tensor.shape:
-                raise CheckFailure(f"{name} has shape {tuple(own[name].shape)}, expected {tuple(tensor.shape)}.")
-            own[name].copy_(tensor)
+    for name, tensor in params.items():
+        if own[name] != tuple(tensor.shape):
+            raise CheckFailure(f"{name} has shape {own[name]}, expected {tuple(tensor.shape)}.")
+    # load_state_dict works the same on a module here and on one in the learner's process while grading.
+    module.load_state_dict(dict(params), strict=False)
 
 
 def identify(
@@ -330,15 +415,31 @@ def identify(
 
 
 def _fmt(t: torch.Tensor) -> str:
-    return str([round(v, 4) for v in t.flatten().tolist()]) if t.dim() > 1 else str([round(v, 4) for v in t.tolist()])
+    """Small tensors for messages: nested lists keep their structure; 0-d tensors are a number."""
+    values = t.detach().double().cpu().tolist() if t.dtype != torch.bool else t.tolist()
+
+    def rounded(v: Any) -> Any:
+        return [rounded(x) for x in v] if isinstance(v, list) else (round(v, 4) if isinstance(v, float) else v)
+
+    return str(rounded(values))
+
+
+def _inline_code(text: str) -> str:
+    """HTML for a message: escaped, with `backticks` shown as code."""
+    parts = html.escape(text).split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts)) if len(parts) % 2 else html.escape(text)
 
 
 def _report_html(report: dict[str, Any]) -> str:
+    """The table a test cell shows: one row per check, what passed, and what to fix."""
+    cell = 'style="text-align:left; vertical-align:top; padding:2px 8px"'
     rows = []
     for c in report["checks"]:
-        mark = "✅" if c["passed"] else "❌"
-        name = html.escape(c["name"]) + (" <i>(hidden)</i>" if c["hidden"] else "")
-        rows.append(f"<tr><td>{mark}</td><td>{name}</td><td>{html.escape(c['message'])}</td></tr>")
+        mark = ('<span style="color:#1a7f37; font-weight:bold">&#10003;</span>' if c["passed"]
+                else '<span style="color:#cf222e; font-weight:bold">&#10007;</span>')
+        name = _inline_code(c["name"]) + (" <i>(hidden)</i>" if c["hidden"] else "")
+        rows.append(f"<tr><td {cell}>{mark}</td><td {cell}>{name}</td><td {cell}>{_inline_code(c['message'])}</td></tr>")
+    head = f"<tr><th {cell}></th><th {cell}>check</th><th {cell}>what to fix</th></tr>"
     note = (
         ""
         if report["graded"]
@@ -347,7 +448,7 @@ def _report_html(report: dict[str, Any]) -> str:
     )
     return (
         f"<p><b>{html.escape(report['id'])}: {report['score']:g} / {report['max_score']:g} points</b></p>"
-        f"<table>{''.join(rows)}</table>{note}"
+        f'<table style="margin-left:0">{head}{"".join(rows)}</table>{note}'
     )
 
 

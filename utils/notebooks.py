@@ -44,24 +44,18 @@ def release_path(assignment: str, release_dir: Path = NOTEBOOKS) -> Path:
     return release_dir / assignment / f"{assignment}.ipynb"
 
 
-def resolve_notebook(path: str | Path) -> tuple[Path, str]:
-    """Turn what a user typed (a folder, a file, or an assignment id) into (notebook file, assignment id)."""
+def find_notebook(path: str | Path) -> Path:
+    """The notebook file a user means: a .ipynb file, a folder holding one, or an assignment id."""
     given = Path(path)
-    candidates = [given]
     if given.is_dir():
         candidates = [given / f"{given.name}.ipynb", *sorted(given.glob("*.ipynb"))]
     elif not given.exists() and _ASSIGNMENT.match(str(path)):
         candidates = [release_path(str(path))]
+    else:
+        candidates = [given]
     for candidate in candidates:
-        if candidate.is_file() and candidate.suffix == ".ipynb":
-            stem = candidate.stem
-            assignment = stem if _ASSIGNMENT.match(stem) else candidate.parent.name
-            if not _ASSIGNMENT.match(assignment) or assignment not in assignments():
-                raise CourseError(
-                    f"{candidate} is not one of the course notebooks ({', '.join(assignments())}); "
-                    "keep the file name the course gave it"
-                )
-            return candidate, assignment
+        if candidate.is_file():
+            return candidate
     raise CourseError(f"{path}: no notebook there (give a .ipynb file, its folder, or a name like 01_attention_intuition)")
 
 

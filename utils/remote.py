@@ -1,0 +1,454 @@
+"""The grader's side of two-process grading: messages to the learner's worker, and proxies for its objects.
+
+The learner's code runs in a worker process (``utils.worker``). The grader never runs it: a name such as
+``softmax`` in a test cell is a :class:`RemoteObject` whose calls travel to the worker as messages and whose
+results come back as plain data. A message is a JSON header plus tensors serialised with safetensors, so
+decoding it runs no code of the sender's (no pickle). Whatever the worker sends is only data: a wrong answer,
+a forged one or garbage can fail a check, never pass one that needs the right tensors.
+
+Tensors that the grader sends keep their identity (the same tensor twice arrives as one object), gradients
+flow back through :class:`_Attach` (the worker records the call and answers ``backward`` requests), and a call
+that changes one of its tensor arguments in place fails with a message: the grader's own tensors never change.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .grading import CheckFailure
+
+FRAME = struct.Struct("!IQ")  # header length, payload length
+MAX_HEADER = 64 * 2**20
+MAX_PAYLOAD = 2**30
+MAX_ITEMS = 100_000  # elements of a list, tuple, dict or iterator sent in one message
+MAX_TEXT = 2_000  # characters of any string that comes back (error messages, reprs)
+
+#: Exceptions a learner's code may raise that the grader re-raises as themselves (checks may expect them).
+_BUILTIN_ERRORS: dict[str, type[Exception]] = {
+    e.__name__: e
+    for e in (
+        ValueError, TypeError, IndexError, KeyError, LookupError, RuntimeError, AttributeError, ZeroDivisionError,
+        OverflowError, FloatingPointError, ArithmeticError, AssertionError, NotImplementedError, MemoryError,
+        RecursionError, UnboundLocalError, ImportError, ModuleNotFoundError,
+    )
+}
+
+
+# -- framing ----------------------------------------------------------------------------------------------
+class ProtocolError(Exception):
+    """A message that does not follow the protocol (too big, not JSON, wrong fields)."""
+
+
+def pack(header: dict[str, Any], tensors: dict[str, torch.Tensor] | None = None) -> bytes:
+    """One framed message: the JSON header and the tensors as one safetensors blob."""
+    from safetensors.torch import save
+
+    payload = save(tensors) if tensors else b""
+    head = json.dumps(header).encode()
+    return FRAME.pack(len(head), len(payload)) + head + payload
+
+
+def unpack_tensors(payload: bytes) -> dict[str, torch.Tensor]:
+    """Tensors from a safetensors blob: plain CPU tensors, whatever the sender held."""
+    from safetensors.torch import load
+
+    if not payload:
+        return {}
+    try:
+        tensors = load(payload)
+    except Exception as exc:  # noqa: BLE001 - any damage is the sender's problem
+        raise ProtocolError(f"unreadable tensor data ({type(exc).__name__})") from None
+    return {k: v for k, v in tensors.items() if type(v) is torch.Tensor}
+
+
+def _read_exactly(sock: socket.socket, n: int, deadline: float | None) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select([sock], [], [], remaining)
+            if not ready:
+                raise TimeoutError
+        chunk = sock.recv(min(n - got, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def receive(sock: socket.socket, deadline: float | None = None) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """Read one framed message (TimeoutError past `deadline`, EOFError when the other side is gone)."""
+    head_len, payload_len = FRAME.unpack(_read_exactly(sock, FRAME.size, deadline))
+    if head_len > MAX_HEADER or payload_len > MAX_PAYLOAD:
+        raise ProtocolError(f"a message of {head_len + payload_len} bytes is over the limit")
+    try:
+        header = json.loads(_read_exactly(sock, head_len, deadline))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ProtocolError("a message header that is not JSON") from None
+    if not isinstance(header, dict):
+        raise ProtocolError("a message header that is not a JSON object")
+    return header, unpack_tensors(_read_exactly(sock, payload_len, deadline))
+
+
+# -- what crosses the boundary ------------------------------------------------------------------------------
+class LearnerError(Exception):
+    """An exception raised by the learner's code that is not one of the builtins checks may expect."""
+
+
+class LearnerAbort(BaseException):
+    """The learner's code raised SystemExit, KeyboardInterrupt or another BaseException: the exercise is lost."""
+
+
+class WorkerLost(BaseException):
+    """The worker ran past its time limit, died, or broke the protocol; it has been stopped."""
+
+
+def _where(error: dict[str, Any]) -> str:
+    where = error.get("where")
+    return f" ({str(where)[:MAX_TEXT]})" if where else ""
+
+
+def _raise_learner_error(error: Any, names: dict[str, str]) -> None:
+    """Re-raise, in the grader, the exception the worker reported (as data; nothing of it is executed)."""
+    if not isinstance(error, dict):
+        raise WorkerLost("the worker sent a malformed reply")
+    kind = str(error.get("type", "Exception"))[:100]
+    message = str(error.get("message", ""))[:MAX_TEXT]
+    if error.get("base"):
+        raise LearnerAbort(f"{kind}{': ' + message if message else ''}")
+    if error.get("modified"):
+        raise CheckFailure(message)
+    if kind == "NameError" and error.get("name") in names:
+        raise NameError(names[str(error["name"])])
+    cls = _BUILTIN_ERRORS.get(kind)
+    exc: Exception = cls(message) if cls is not None else LearnerError(f"{kind}: {message}")
+    exc.learner_where = _where(error)  # type: ignore[attr-defined]
+    exc.learner_type = kind  # type: ignore[attr-defined]
+    raise exc
+
+
+@dataclass
+class _Encoder:
+    """Turns call arguments into JSON plus a tensor table; the same tensor object is sent once."""
+
+    tensors: dict[str, torch.Tensor] = field(default_factory=dict)
+    by_id: dict[int, str] = field(default_factory=dict)
+    sent: list[torch.Tensor] = field(default_factory=list)  # the grader's tensors, in table order
+
+    def __call__(self, value: Any) -> Any:
+        if value is None or type(value) in (bool, int, float, str):
+            return value
+        if isinstance(value, RemoteObject):
+            return {"t": "ref", "ref": value._attn_ref}
+        if isinstance(value, torch.Tensor):
+            key = self.by_id.get(id(value))
+            if key is None:
+                key = self.by_id[id(value)] = f"a{len(self.tensors)}"
+                self.tensors[key] = value.detach().cpu().contiguous().clone()
+                self.sent.append(value)
+            return {"t": "tensor", "k": key, "rg": bool(value.requires_grad and torch.is_grad_enabled())}
+        if isinstance(value, torch.Size):
+            return {"t": "tuple", "v": [int(v) for v in value]}
+        if isinstance(value, (tuple, list)):
+            return {"t": type(value).__name__ if type(value) in (tuple, list) else "tuple", "v": [self(v) for v in value]}
+        if isinstance(value, dict):
+            return {"t": "dict", "v": [[self(k), self(v)] for k, v in value.items()]}
+        if isinstance(value, torch.dtype):
+            return {"t": "dtype", "v": str(value).removeprefix("torch.")}
+        if isinstance(value, torch.device):
+            return {"t": "device", "v": str(value)}
+        if isinstance(value, slice):
+            return {"t": "slice", "v": [self(value.start), self(value.stop), self(value.step)]}
+        if value is Ellipsis:
+            return {"t": "ellipsis"}
+        raise TypeError(
+            f"cannot send a {type(value).__name__} to the learner's process (only tensors, numbers, strings, "
+            "dtypes, containers of them, and the learner's own objects): this is a bug in the test"
+        )
+
+
+# -- the worker process, seen from the grader ----------------------------------------------------------------
+class Worker:
+    """One worker process running the learner's code (forked by `utils.sandbox.Zygote`), and the messages to it."""
+
+    def __init__(self, zygote: Any, ready_timeout: float = 60.0) -> None:
+        self.zygote = zygote
+        self.sock, self.pid = zygote.spawn()
+        self.deadline: float | None = None
+        self.names: dict[str, str] = {}  # exercise name -> why it is missing, for NameError messages
+        self.dead_reason: str | None = None
+        self._exchange({"op": "hello"}, None, time.monotonic() + ready_timeout)
+
+    @property
+    def alive(self) -> bool:
+        if self.dead_reason is not None:
+            return False
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+
+    def kill(self, reason: str = "stopped") -> None:
+        """Stop the worker (what it started dies before the next worker starts, or when grading ends)."""
+        if self.dead_reason is None:
+            self.dead_reason = reason
+        self.zygote.kill_worker(self.pid)
+        self.sock.close()
+
+    def _exchange(
+        self, header: dict[str, Any], tensors: dict[str, torch.Tensor] | None, deadline: float | None
+    ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        if not self.alive:
+            raise WorkerLost(self.dead_reason or "the worker is not running")
+        try:
+            self.sock.sendall(pack(header, tensors))
+            return receive(self.sock, deadline)
+        except TimeoutError:
+            self.kill("timeout")
+            raise WorkerLost("timeout") from None
+        except (EOFError, OSError):
+            self.kill("died")
+            raise WorkerLost("died") from None
+        except ProtocolError as exc:
+            self.kill("protocol")
+            raise WorkerLost(f"protocol: {exc}") from None
+
+    def request(
+        self, header: dict[str, Any], tensors: dict[str, torch.Tensor] | None = None, deadline: float | None = None
+    ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+        """Send one request and wait (until `deadline`, else the worker's current one) for its reply."""
+        reply, payload = self._exchange(header, tensors, deadline if deadline is not None else self.deadline)
+        if reply.get("ok") is not True:
+            _raise_learner_error(reply.get("error"), self.names)
+        return reply, payload
+
+    # -- what proxies ask for --------------------------------------------------------------------------------
+    def decode(self, value: Any, tensors: dict[str, torch.Tensor], found: list[torch.Tensor] | None = None) -> Any:
+        """Plain data from the worker's JSON: tensors from the table, its objects as RemoteObject."""
+        if value is None or type(value) in (bool, int, float):
+            return value
+        if type(value) is str:
+            return value[:MAX_TEXT * 50]
+        if type(value) is not dict:
+            raise WorkerLost("protocol: an encoded value of an unknown kind")
+        kind = value.get("t")
+        items = value.get("v")
+        if kind == "tensor":
+            tensor = tensors.get(str(value.get("k")))
+            if tensor is None:
+                raise WorkerLost("protocol: a reply refers to a tensor it did not send")
+            if found is not None:
+                found.append(tensor)
+            grad = value.get("g")
+            if grad is not None:
+                grad = self.decode(grad, tensors, found)
+                if type(grad) is torch.Tensor and grad.shape == tensor.shape and grad.dtype == tensor.dtype:
+                    tensor.grad = grad
+            return tensor
+        if kind in ("tuple", "list") and type(items) is list and len(items) <= MAX_ITEMS:
+            decoded = [self.decode(v, tensors, found) for v in items]
+            return tuple(decoded) if kind == "tuple" else decoded
+        if kind == "dict" and type(items) is list and len(items) <= MAX_ITEMS:
+            out = {}
+            for pair in items:
+                if type(pair) is not list or len(pair) != 2:
+                    raise WorkerLost("protocol: a malformed dict")
+                key = self.decode(pair[0], tensors)
+                if type(key) not in (str, int, float, bool, tuple) and key is not None:
+                    raise WorkerLost("protocol: a dict key of an unusable kind")
+                out[key] = self.decode(pair[1], tensors, found)
+            return out
+        if kind == "dtype" and type(items) is str and isinstance(getattr(torch, items, None), torch.dtype):
+            return getattr(torch, items)
+        if kind == "device" and type(items) is str:
+            return torch.device("cpu") if items.startswith("cpu") else items[:100]
+        if kind == "obj" and type(value.get("h")) is int:
+            return RemoteObject(self, {"h": value["h"]}, value)
+        raise WorkerLost("protocol: an encoded value of an unknown kind")
+
+    def call(self, ref: dict[str, Any], args: tuple, kwargs: dict[str, Any], measure: bool = False) -> Any:
+        enc = _Encoder()
+        header = {"op": "call", "ref": ref, "args": enc(list(args)), "kwargs": enc(dict(kwargs)),
+                  "grad": torch.is_grad_enabled(), "seed": int(torch.randint(0, 2**62, ()).item())}
+        if measure:
+            before = self._reset_peak()
+        reply, tensors = self.request(header, enc.tensors)
+        if measure:
+            peak = max(0, self._status_kib("VmHWM") - before) * 1024
+        outs: list[torch.Tensor] = []
+        value = self.decode(reply.get("value"), tensors, outs)
+        needs = reply.get("requires_grad")
+        if torch.is_grad_enabled() and type(needs) is list and len(needs) == len(outs) and any(needs):
+            value = _attach(self, int(reply.get("call", -1)), enc.sent, value, outs, [bool(n) for n in needs])
+        return (value, peak) if measure else value
+
+    def simple(self, op: str, ref: dict[str, Any], **fields: Any) -> Any:
+        enc = _Encoder()
+        header = {"op": op, "ref": ref, **{k: enc(v) for k, v in fields.items()}}
+        reply, tensors = self.request(header, enc.tensors)
+        return self.decode(reply.get("value"), tensors)
+
+    def backward(self, call_id: int, grads: tuple[torch.Tensor | None, ...]) -> list[torch.Tensor | None]:
+        enc = _Encoder()
+        reply, tensors = self.request({"op": "backward", "call": call_id, "grads": enc(list(grads))}, enc.tensors)
+        value = self.decode(reply.get("value"), tensors)
+        if type(value) is not list:
+            raise WorkerLost("protocol: a malformed gradient reply")
+        return value
+
+    def _status_kib(self, field: str) -> int:
+        from .grading import _proc_status_kib
+
+        return _proc_status_kib(self.pid, field)
+
+    def _reset_peak(self) -> int:
+        with open(f"/proc/{self.pid}/clear_refs", "w") as f:
+            f.write("5")
+        return self._status_kib("VmRSS")
+
+
+class _Attach(torch.autograd.Function):
+    """Connects tensors that came back from the worker to the grader's autograd graph."""
+
+    @staticmethod
+    def forward(ctx: Any, box: dict[str, Any], dummy: torch.Tensor, n_in: int, *tensors: torch.Tensor):  # type: ignore[override]
+        ctx.box, ctx.n_in, ctx.n_out = box, n_in, len(tensors) - n_in
+        outs = tuple(t.clone() for t in tensors[n_in:])
+        ctx.mark_non_differentiable(*[o for o, need in zip(outs, box["needs"]) if not need])
+        return outs
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor):  # type: ignore[override]
+        box = ctx.box
+        sent = [g if need else None for g, need in zip(grads, box["needs"])]
+        in_grads = box["worker"].backward(box["call"], tuple(sent))
+        if len(in_grads) != ctx.n_in:
+            raise WorkerLost("protocol: gradients for the wrong number of inputs")
+        checked = []
+        for g, x in zip(in_grads, box["inputs"]):
+            if g is not None and (type(g) is not torch.Tensor or g.shape != x.shape):
+                raise CheckFailure(f"the gradient for an input of shape {tuple(x.shape)} came back with the wrong shape.")
+            checked.append(None if g is None else g.to(x.dtype))
+        return (None, None, None, *checked, *([None] * ctx.n_out))
+
+
+def _attach(worker: Worker, call_id: int, sent: list[torch.Tensor], value: Any, outs: list[torch.Tensor],
+            needs: list[bool]) -> Any:
+    inputs = [t for t in sent if t.requires_grad and t.is_floating_point()]
+    box = {"worker": worker, "call": call_id, "needs": needs, "inputs": inputs}
+    dummy = torch.zeros((), requires_grad=True)
+    attached = _Attach.apply(box, dummy, len(inputs), *inputs, *outs)
+    if isinstance(attached, torch.Tensor):
+        attached = (attached,)
+    swap = {id(o): a for o, a in zip(outs, attached)}
+
+    def rebuild(v: Any) -> Any:
+        if isinstance(v, torch.Tensor):
+            return swap.get(id(v), v)
+        if isinstance(v, tuple):
+            return tuple(rebuild(x) for x in v)
+        if isinstance(v, list):
+            return [rebuild(x) for x in v]
+        if isinstance(v, dict):
+            return {k: rebuild(x) for k, x in v.items()}
+        return v
+
+    return rebuild(value)
+
+
+# -- proxies --------------------------------------------------------------------------------------------------
+_LOCAL_CLASSES: dict[str, type] = {}
+
+
+def _local_class(mro: Any) -> type | None:
+    """The most derived torch class the worker says its object is (only for isinstance; nothing is built)."""
+    if type(mro) is not list:
+        return None
+    for name in mro[:50]:
+        if type(name) is not str or not name.startswith("torch."):
+            continue
+        if name not in _LOCAL_CLASSES:
+            obj: Any = torch
+            for part in name.split(".")[1:]:
+                obj = getattr(obj, part, None)
+                if obj is None:
+                    break
+            _LOCAL_CLASSES[name] = obj if isinstance(obj, type) else None  # type: ignore[assignment]
+        if _LOCAL_CLASSES[name] is not None:
+            return _LOCAL_CLASSES[name]
+    return None
+
+
+class RemoteObject:
+    """An object living in the learner's process: calls, attributes, items and iteration are requests to it."""
+
+    _attn_remote_type = "object"
+
+    def __init__(self, worker: Worker, ref: dict[str, Any], info: dict[str, Any] | None = None) -> None:
+        info = info or {}
+        object.__setattr__(self, "_attn_worker", worker)
+        object.__setattr__(self, "_attn_ref", ref)
+        object.__setattr__(self, "_attn_remote_type", str(info.get("type", ref.get("global", "object")))[:100])
+        object.__setattr__(self, "_attn_class", _local_class(info.get("mro")))
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # isinstance(obj, nn.Module) works for the learner's modules
+        return self._attn_class or RemoteObject
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name.startswith(("_repr_", "_ipython_", "_attn_")):
+            raise AttributeError(name)
+        return self._attn_worker.simple("getattr", self._attn_ref, name=name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise TypeError("the grader does not change objects in the learner's process by assignment")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._attn_worker.call(self._attn_ref, args, kwargs)
+
+    def _attn_peak_memory(self, *args: Any, **kwargs: Any) -> tuple[Any, int]:
+        return self._attn_worker.call(self._attn_ref, args, kwargs, measure=True)
+
+    def __iter__(self) -> Iterator[Any]:
+        items = self._attn_worker.simple("iter", self._attn_ref)
+        if type(items) is not list:
+            raise TypeError(f"{self._attn_remote_type} object is not iterable")
+        return iter(items)
+
+    def __len__(self) -> int:
+        n = self._attn_worker.simple("len", self._attn_ref)
+        if type(n) is not int or n < 0:
+            raise TypeError(f"len() of a {self._attn_remote_type} did not give a count")
+        return n
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._attn_worker.simple("getitem", self._attn_ref, key=key)
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return f"<{self._attn_remote_type} from your notebook>"
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __eq__(self, other: object) -> bool:
+        return other is self

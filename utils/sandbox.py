@@ -1,0 +1,342 @@
+"""Where the learner's code runs while grading: workers forked from a prepared parent, isolated when root.
+
+Grading starts one *zygote* process that imports the heavy libraries (torch, IPython, matplotlib) once and then
+only ever forks: each worker is a fresh fork, ready in milliseconds, so a worker killed for an endless loop is
+replaced at once. The zygote never runs the learner's code; its workers do (``utils.worker``).
+
+Started as root (an instructor's grading machine, a container, CI), the zygote is PID 1 of its own mount, PID and
+network namespaces. The workers see the system's programs and libraries, the Python installation and the `utils`
+package, read-only, and a private empty /tmp as their working folder. The course folder (grader/, solutions/,
+the gradebook, other students' submissions), home folders and every other top-level folder are hidden behind
+empty file systems. Workers run as `nobody`, cannot gain privileges, have no network and have limits on memory,
+file size, processes and CPU time. Before each new worker, and when grading ends, every process in the
+namespace but the zygote is killed, so nothing a learner's code started survives.
+
+Without root none of this is possible: workers then run as the same user, each in its own process group, with the
+same resource limits, and the grader checks its own files before and after (see `utils.checking`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+NOBODY = 65534
+#: Top-level folders the worker may see (read-only for `nobody`); every other top-level folder is hidden.
+SYSTEM_DIRS = {"usr", "lib", "lib32", "lib64", "libx32", "bin", "sbin", "etc", "proc", "dev", "sys", "run", "var"}
+#: Writable-by-everyone places inside the visible folders, replaced by private empty ones.
+SHARED_WRITABLE = ["/var/tmp", "/dev/shm", "/run/lock", "/var/lock", "/run/user", "/dev/mqueue"]
+#: Environment variables passed on to the worker; everything else (secrets included) stays behind.
+PASS_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TZ")
+#: Imported once by the zygote, so that every worker starts with them loaded.
+PRELOAD = ("torch", "IPython.core.interactiveshell", "matplotlib.pyplot", "seaborn", "utils.worker", "utils.grading",
+           "utils.viz", "utils.blocks")
+
+MEMORY_MB = int(os.environ.get("ATTN_WORKER_MEMORY_MB", "6144"))
+
+
+def limits() -> dict[str, tuple[int, int]]:
+    """Resource limits of a worker (soft, hard): it cannot raise them."""
+    mem = MEMORY_MB * 2**20
+    return {
+        "RLIMIT_AS": (mem, mem),
+        "RLIMIT_FSIZE": (256 * 2**20, 256 * 2**20),
+        "RLIMIT_CORE": (0, 0),
+        "RLIMIT_CPU": (600, 610),
+        "RLIMIT_NOFILE": (512, 512),
+    }
+
+
+def worker_env(home: str, course_root: Path, token: str = "1") -> dict[str, str]:
+    env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
+    env.update({
+        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": home, "TMPDIR": home, "XDG_CACHE_HOME": f"{home}/.cache",
+        "MPLBACKEND": "agg", "MPLCONFIGDIR": f"{home}/.config/matplotlib", "IPYTHONDIR": f"{home}/.ipython",
+        "JUPYTER_PLATFORM_DIRS": "1", "PYTHONPATH": str(course_root), "PYTHONDONTWRITEBYTECODE": "1",
+        "LANG": "C.UTF-8", "ATTN_WORKER": token,
+    })
+    return env
+
+
+@lru_cache(maxsize=1)
+def isolation() -> str | None:
+    """None when workers can be isolated here, else why not (one sentence)."""
+    if os.environ.get("ATTN_SANDBOX", "1") == "0":
+        return "ATTN_SANDBOX=0 turns isolation off"
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return "grading is not running as root, so the learner's code cannot be isolated from the course files"
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return "the `unshare` program (util-linux) is missing"
+    probe = subprocess.run([unshare, "--mount", "--pid", "--net", "--fork", "--mount-proc", "true"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"namespaces are not available here ({probe.stderr.strip()[:200]})"
+    return None
+
+
+def _keep_paths(course_root: Path) -> list[str]:
+    keep = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix), os.path.realpath(course_root / "utils")}
+    return sorted(keep, key=len)
+
+
+def _masks(course_root: Path, hidden: list[Path]) -> list[str]:
+    masks = [str(p) for p in Path("/").iterdir() if p.is_dir() and not p.is_symlink() and p.name not in SYSTEM_DIRS]
+    masks += [os.path.realpath(course_root)] + [os.path.realpath(h) for h in hidden]
+    masks += [p for p in SHARED_WRITABLE if os.path.isdir(p) and not os.path.islink(p)]
+    return sorted(set(masks), key=len)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(c) for c in f.read().split()]
+    except OSError:
+        return []
+
+
+class Zygote:
+    """The grader's handle on the zygote: ask it for workers, and end it (with everything it started)."""
+
+    def __init__(self, course_root: Path, hidden: list[Path]) -> None:
+        self.isolated = isolation() is None
+        ours, theirs = socket.socketpair()
+        self.control = ours
+        fd = theirs.fileno()
+        if self.isolated:
+            home = "/tmp/work"
+            config = {"fd": fd, "keep": _keep_paths(course_root), "masks": _masks(course_root, hidden),
+                      "env": worker_env(home, course_root), "isolated": True, "home": home}
+            cmd = [shutil.which("unshare") or "unshare", "--mount", "--pid", "--net", "--fork", "--mount-proc",
+                   "--kill-child", sys.executable, "-m", "utils.sandbox", json.dumps(config)]
+            env = {**os.environ, "PYTHONPATH": str(course_root)}
+        else:
+            home = tempfile.mkdtemp(prefix="attn-worker-")
+            self.token = f"attn-{os.getpid()}-{time.monotonic_ns()}"
+            config = {"fd": fd, "env": worker_env(home, course_root, self.token), "isolated": False, "home": home}
+            cmd = [sys.executable, "-m", "utils.sandbox", json.dumps(config)]
+            env = {**os.environ, "PYTHONPATH": str(course_root)}
+        self.home = home
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     pass_fds=(fd,), cwd=course_root, env=env, start_new_session=True)
+        theirs.close()
+        self._host: int | None = None
+        self.workers: list[int] = []
+        # Workers write to the zygote's stdout: read it all the time so a flood never blocks them.
+        self.output = bytearray()
+        self._drain = threading.Thread(target=self._read_output, daemon=True)
+        self._drain.start()
+
+    def _read_output(self, keep: int = 64 * 1024) -> None:
+        stream = self.proc.stdout
+        while stream is not None:
+            chunk = stream.read1(65536)
+            if not chunk:
+                return
+            if len(self.output) < keep:
+                self.output += chunk[: keep - len(self.output)]
+
+    def _zygote_pid(self) -> int:
+        """The zygote's pid here (isolated, it is unshare's child: PID 1 of the namespace)."""
+        if not self.isolated:
+            return self.proc.pid
+        if self._host is None:
+            for _ in range(2000):
+                kids = _children(self.proc.pid)
+                if kids:
+                    self._host = kids[0]
+                    break
+                if self.proc.poll() is not None:
+                    break
+                time.sleep(0.005)
+        return self._host or self.proc.pid
+
+    def spawn(self, timeout: float = 120.0) -> tuple[socket.socket, int]:
+        """A fresh worker: (socket to it, its pid here). Anything the previous one started is killed first."""
+        ours, theirs = socket.socketpair()
+        self.control.settimeout(timeout)
+        try:
+            socket.send_fds(self.control, [b'{"op": "spawn"}\n'], [theirs.fileno()])
+            reply = b""
+            while not reply.endswith(b"\n"):
+                chunk = self.control.recv(4096)
+                if not chunk:
+                    raise EOFError("the zygote ended")
+                reply += chunk
+        finally:
+            theirs.close()
+            self.control.settimeout(None)
+        ns_pid = int(json.loads(reply)["pid"])
+        host = ns_pid
+        if self.isolated:
+            zygote = self._zygote_pid()
+            for pid in _children(zygote):
+                try:
+                    with open(f"/proc/{pid}/status") as f:
+                        nspid = next(line.split()[1:] for line in f if line.startswith("NSpid:"))
+                except (OSError, StopIteration):
+                    continue
+                if int(nspid[-1]) == ns_pid:
+                    host = pid
+                    break
+        self.workers.append(host)
+        return ours, host
+
+    def kill_worker(self, pid: int) -> None:
+        try:
+            if self.isolated:
+                os.kill(pid, signal.SIGKILL)  # its leftovers die before the next worker starts, or with the namespace
+            else:
+                os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def close(self) -> None:
+        """End the zygote, every worker and every process they started."""
+        if not self.isolated:
+            for pid in self.workers:
+                self.kill_worker(pid)
+            self._kill_strays()
+        for pid in ([self._zygote_pid()] if self.isolated else []) + [self.proc.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        self.control.close()
+        self._drain.join(timeout=5)
+        if not self.isolated:
+            shutil.rmtree(self.home, ignore_errors=True)
+
+
+    def _kill_strays(self) -> None:
+        """Not isolated: end processes the workers started outside their process groups (they carry our token)."""
+        mark = f"ATTN_WORKER={self.token}".encode()
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) in (os.getpid(), self.proc.pid):
+                continue
+            try:
+                if mark in (entry / "environ").read_bytes().split(b"\0"):
+                    os.kill(int(entry.name), signal.SIGKILL)
+            except (OSError, ValueError):
+                continue
+
+
+# -- inside: the zygote and the workers it forks ---------------------------------------------------------------
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 32, 4096, 16384
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+
+
+def _mount(libc: Any, source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = (lambda s: s.encode() if s is not None else None)
+    if libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {target}: {os.strerror(err)}")
+
+
+def _hide_everything(libc: Any, config: dict[str, Any]) -> None:
+    """Empty file systems over every folder but the system's; Python and `utils` bound back read-only."""
+    held = {k: os.open(k, os.O_PATH | os.O_DIRECTORY) for k in config["keep"] if os.path.isdir(k)}
+    for mask in config["masks"]:
+        if os.path.isdir(mask):
+            size = "512m" if mask == "/tmp" else "16m"
+            _mount(libc, "tmpfs", mask, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=0755,size={size}")
+    for path, fd in held.items():
+        os.makedirs(path, exist_ok=True)
+        _mount(libc, f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+        _mount(libc, None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        os.close(fd)
+    os.makedirs(config["home"], mode=0o700, exist_ok=True)
+    os.chown(config["home"], NOBODY, NOBODY)
+
+
+def _become_worker(libc: Any, config: dict[str, Any], fd: int) -> None:
+    """In the forked child: drop every privilege, set the limits, serve the grader on `fd`. Never returns."""
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        if config["isolated"]:
+            os.setgroups([])
+            os.setresgid(NOBODY, NOBODY, NOBODY)
+            os.setresuid(NOBODY, NOBODY, NOBODY)
+            libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            resource.setrlimit(resource.RLIMIT_NPROC, (512, 512))
+        else:
+            os.setsid()  # its own process group, so the grader can stop it and what it starts
+        for name, value in limits().items():
+            resource.setrlimit(getattr(resource, name), value)
+        os.chdir(config["home"])
+        from .worker import main
+
+        code = main(["worker", str(fd)])
+    except BaseException:  # noqa: BLE001 - a worker never returns into the zygote's loop
+        code = 70
+    os._exit(code or 0)
+
+
+def zygote(config: dict[str, Any]) -> None:
+    """Import the heavy libraries once, then fork one worker per request until the grader goes away."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if config["isolated"]:
+        _hide_everything(libc, config)
+    os.chdir(config["home"])
+    os.environ.clear()
+    os.environ.update(config["env"])
+    os.makedirs(os.environ["MPLCONFIGDIR"], exist_ok=True)
+    for module in PRELOAD:
+        __import__(module)
+    if config["isolated"]:
+        os.chown(os.environ["MPLCONFIGDIR"], NOBODY, NOBODY)
+        for root, dirs, files in os.walk(os.environ["MPLCONFIGDIR"]):
+            for name in dirs + files:
+                os.chown(os.path.join(root, name), NOBODY, NOBODY)
+    control = socket.socket(fileno=config["fd"])
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    while True:
+        try:
+            msg, fds, _, _ = socket.recv_fds(control, 4096, 4)
+        except OSError:
+            break
+        if not msg:
+            break
+        if config["isolated"]:
+            try:
+                os.kill(-1, signal.SIGKILL)  # as PID 1: every process of the namespace but this one
+            except ProcessLookupError:
+                pass
+        pid = os.fork()
+        if pid == 0:
+            control.close()
+            for extra in fds[1:]:
+                os.close(extra)
+            _become_worker(libc, config, fds[0])
+        for fd in fds:
+            os.close(fd)
+        control.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+    if config["isolated"]:
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    zygote(json.loads(sys.argv[1]))
