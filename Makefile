@@ -4,6 +4,8 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 JOBS   ?= 2
+# Extra options for JupyterLab, e.g. make lab LAB_ARGS="--no-browser --port=8889"
+LAB_ARGS ?=
 
 .PHONY: install lab test bench release references execute clean
 
@@ -17,7 +19,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 lab: install
-	$(BIN)/attn lab
+	$(BIN)/attn lab $(LAB_ARGS)
 
 test: install
 	$(BIN)/python -m pytest -n $(JOBS)

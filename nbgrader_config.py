@@ -1,17 +1,57 @@
-"""nbgrader configuration: solutions/ is the source, notebooks/ the release, one assignment per notebook."""
+"""nbgrader configuration: solutions/ is the source, release/ the release, one assignment per notebook.
 
-from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+Learners work in notebooks/ (the student copies `attn release` writes, with backups); nbgrader's own commands and
+Formgrader's buttons write only to release/, exchange/, submitted/, autograded/ and feedback/, so none of them can
+overwrite a learner's notebook.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import (
+    AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, ClearOutput, DeduplicateIds, GetGrades, IgnorePattern,
+    LimitOutput, OverwriteCells, OverwriteKernelspec, SaveAutoGrades,
+)
+
+from utils.autograde import GradeInWorker, KeepCourseCells
 
 c = get_config()  # noqa: F821 - provided by nbgrader
 
 c.CourseDirectory.course_id = "attention-course"
 c.CourseDirectory.source_directory = "solutions"
-c.CourseDirectory.release_directory = "notebooks"
+c.CourseDirectory.release_directory = "release"
 c.CourseDirectory.db_url = "sqlite:///gradebook.db"
+
+# A course-local exchange, so the Assignments and Courses panels work on one machine (a class on a JupyterHub
+# uses a shared one: see deploy/jupyterhub/). Everyone may drop files there, as in nbgrader's default exchange.
+_exchange = Path(__file__).resolve().parent / "exchange"
+if not _exchange.is_dir():
+    _exchange.mkdir()
+    _exchange.chmod(0o1777)
+c.Exchange.root = str(_exchange)
+
+# nbgrader runs `alembic` when it first creates gradebook.db: find this environment's programs even when nbgrader
+# was started as .venv/bin/nbgrader or from JupyterLab without the environment activated.
+_bin = str(Path(sys.executable).parent)
+if _bin not in os.environ.get("PATH", "").split(os.pathsep):
+    os.environ["PATH"] = os.pathsep.join([_bin, os.environ.get("PATH", "")])
+
+# Before nbgrader's own checks, cells the course does not have lose their nbgrader metadata (a re-tagged or
+# invented grade cell would otherwise stop nbgrader from grading that submission at all).
+c.Autograde.sanitize_preprocessors = [
+    ClearOutput, KeepCourseCells, DeduplicateIds, OverwriteKernelspec, OverwriteCells, CheckCellMetadata,
+]
+# Autograding never runs a submission in nbgrader's own kernel: GradeInWorker runs the learner's code in an
+# isolated worker process and the course's tests here, and writes each grade cell's score (what `attn check`
+# gives). The rest of nbgrader's default steps stay as they are.
+c.Autograde.autograde_preprocessors = [
+    GradeInWorker, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades, AssignLatePenalties,
+    CheckCellMetadata,
+]
 
 # Feedback shows scores and assertion messages, never the hidden tests' code (nor tracebacks that quote it).
 c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
 c.Execute.extra_arguments = ["--InteractiveShell.xmode=Minimal"]
-# Plots are not graded: skip rendering them while autograding.
 c.Execute.timeout = 120

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -15,10 +16,9 @@ from .conftest import ASSIGNMENTS, assert_no_secrets
 
 
 def nbgrader(course, *args):
-    # nbgrader runs `alembic` from PATH to create the gradebook: the venv's bin must come first, as when activated.
-    proc = subprocess.run(
-        [sys.executable, "-m", "nbgrader", *args], cwd=course, capture_output=True, text=True, env=nbs.kernel_env()
-    )
+    # As README has it: .venv/bin/nbgrader, the environment not activated (nbgrader_config.py finds `alembic`).
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
@@ -30,10 +30,17 @@ def test_generate_autograde_feedback_in_a_course_directory(assignment, tmp_path)
     shutil.copytree(nbs.NOTEBOOKS / assignment, course / "notebooks" / assignment)
     shutil.copy(nbs.ROOT / "nbgrader_config.py", course)
 
-    nbgrader(course, "generate_assignment", assignment, "--force")
-    released = course / "notebooks" / assignment
+    # A learner has been working in notebooks/: no instructor command may touch their copy.
+    mine = course / "notebooks" / assignment / f"{assignment}.ipynb"
+    mine.write_text(mine.read_text().replace("raise NotImplementedError()", "return 42  # my work", 1))
+    before = mine.read_bytes()
+
+    nbgrader(course, "generate_assignment", assignment)
+    nbgrader(course, "generate_assignment", assignment, "--force")  # regenerating is safe too
+    released = course / "release" / assignment
     assert [p.name for p in released.iterdir()] == [f"{assignment}.ipynb"]
     assert (released / f"{assignment}.ipynb").read_bytes() == nbs.release_path(assignment).read_bytes()
+    assert mine.read_bytes() == before
 
     # alice fills in every answer with the solution; bob hands in the blank copy.
     solution = {nbs.nbgrader_meta(c)["grade_id"]: c for c in nbs.read(nbs.solution_path(assignment)).cells}

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import matplotlib.pyplot as plt
 import seaborn as sns
 import torch
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 
 def heatmap(
@@ -73,3 +75,31 @@ def heatmaps(
         heatmap(m, x_labels, y_labels, title=t, ax=ax, annot=False, **kwargs)
     fig.tight_layout()
     return fig
+
+
+def explore(draw: Callable[..., Figure], **controls: Any) -> None:
+    """Show `draw(**values)` as an ordinary figure, then the controls; moving one redraws the figure in place.
+
+    `draw` returns a matplotlib Figure for the controls' current values; `controls` are ipywidgets (sliders,
+    dropdowns) named like `draw`'s parameters. Without a live JupyterLab (nbval, grading, a static viewer) the
+    figure at the starting values is what shows, so the notebook's output does not depend on a widget manager.
+    """
+    from IPython.display import display
+
+    def current() -> dict[str, Any]:
+        return {name: widget.value for name, widget in controls.items()}
+
+    fig = draw(**current())
+    handle = display(fig, display_id=True)
+    plt.close(fig)
+
+    def redraw(_change: Any = None) -> None:
+        new = draw(**current())
+        handle.update(new)
+        plt.close(new)
+
+    for widget in controls.values():
+        widget.observe(redraw, names="value")
+    import ipywidgets
+
+    display(ipywidgets.HBox(list(controls.values())))
