@@ -36,5 +36,6 @@ references: install
 execute: install
 	$(BIN)/attn execute
 
+# Only what make builds: never the gradebook, submissions or exchange (a class's work lives there).
 clean:
-	rm -rf $(VENV) .pytest_cache gradebook.db submitted autograded feedback
+	rm -rf $(VENV) .pytest_cache

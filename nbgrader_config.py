@@ -24,11 +24,12 @@ c.CourseDirectory.source_directory = "solutions"
 c.CourseDirectory.release_directory = "release"
 c.CourseDirectory.db_url = "sqlite:///gradebook.db"
 
-# A course-local exchange, so the Assignments and Courses panels work on one machine (a class on a JupyterHub
-# uses a shared one: see deploy/jupyterhub/). Everyone may drop files there, as in nbgrader's default exchange.
-_exchange = Path(__file__).resolve().parent / "exchange"
+# A course-local exchange, so the Assignments and Courses panels work on one machine. A class on a JupyterHub shares
+# one exchange between everybody's servers: ATTN_EXCHANGE names it (see deploy/jupyterhub/). Everyone may drop files
+# there (mode 1777, as nbgrader's default exchange).
+_exchange = Path(os.environ.get("ATTN_EXCHANGE") or Path(__file__).resolve().parent / "exchange")
 if not _exchange.is_dir():
-    _exchange.mkdir()
+    _exchange.mkdir(parents=True)
     _exchange.chmod(0o1777)
 c.Exchange.root = str(_exchange)
 

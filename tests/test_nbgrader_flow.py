@@ -15,9 +15,9 @@ from utils import notebooks as nbs
 from .conftest import ASSIGNMENTS, assert_no_secrets
 
 
-def nbgrader(course, *args):
+def nbgrader(course, *args, env=None):
     # As README has it: .venv/bin/nbgrader, the environment not activated (nbgrader_config.py finds `alembic`).
-    env = {**os.environ, "PATH": "/usr/bin:/bin"}
+    env = {**os.environ, "PATH": "/usr/bin:/bin", **(env or {})}
     proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
@@ -76,3 +76,41 @@ def test_student_copies_and_utils_carry_no_secrets(assignment):
         if path.is_file() and path.suffix == ".py":
             assert_no_secrets(path.read_text(), assignment, str(path.relative_to(nbs.ROOT)))
     assert not list((nbs.ROOT / "utils").rglob("*.safetensors"))
+
+
+def test_exchange_release_fetch_submit_collect_autograde_as_two_students(tmp_path):
+    """The Assignments panel's route through the course-local exchange: two students on one machine."""
+    assignment = ASSIGNMENTS[0]
+    course = tmp_path / "course"
+    shutil.copytree(nbs.SOLUTIONS / assignment, course / "solutions" / assignment)
+    shutil.copy(nbs.ROOT / "nbgrader_config.py", course)
+    nbgrader(course, "generate_assignment", assignment)
+    nbgrader(course, "release_assignment", assignment)
+    exchange = course / "exchange"
+    assert (exchange / "attention-course" / "outbound" / assignment / f"{assignment}.ipynb").is_file()
+    assert exchange.stat().st_mode & 0o1777 == 0o1777, "everyone may drop files in the exchange (sticky)"
+
+    # What the Assignments panel runs for each student, in their own folder: fetch, work, submit.
+    solution = {nbs.nbgrader_meta(c)["grade_id"]: c for c in nbs.read(nbs.solution_path(assignment)).cells}
+    for student in ("alice", "bob"):
+        home = tmp_path / student
+        home.mkdir()
+        env = {"USER": student, "LOGNAME": student, "HOME": str(home)}
+        opts = ["--course", "attention-course", f"--Exchange.root={exchange}"]
+        nbgrader(home, "fetch_assignment", assignment, *opts, env=env)
+        mine = home / assignment / f"{assignment}.ipynb"
+        if student == "alice":
+            nb = nbs.read(mine)
+            for cell in filter(nbs.is_answer_cell, nb.cells):
+                cell.source = solution[nbs.nbgrader_meta(cell)["grade_id"]].source
+            nbs.write(nb, mine)
+        # One Unix user plays both students here: --student names them (as their own login would).
+        nbgrader(home, "submit", assignment, *opts, f"--student={student}", env=env)
+
+    nbgrader(course, "collect", assignment)
+    assert sorted(p.name for p in (course / "submitted").iterdir()) == ["alice", "bob"]
+    nbgrader(course, "autograde", assignment, "--create")
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        alice, bob = (gb.find_submission(assignment, s) for s in ("alice", "bob"))
+        assert alice.score == alice.max_score > 0
+        assert bob.score == 0

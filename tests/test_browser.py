@@ -1,0 +1,305 @@
+"""The course in a real browser: `make lab` on a fresh copy, driven in headless Chromium by Playwright.
+
+What a learner and an instructor do first: land in notebooks/, Run All on a blank notebook, answer one exercise,
+move a widget's slider, press nbgrader's Validate (blank and finished), open Formgrader. Screenshots go to
+.pytest_cache/browser/ (CI keeps them as artefacts). Any browser console error or server-log traceback fails it.
+
+Needs Debian's Chromium (`apt-get install chromium fonts-noto-cjk fonts-noto-color-emoji`); without it the test
+skips and says so, unless ATTN_REQUIRE_BROWSER=1 (set by .ci/run), where it fails.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from utils import notebooks as nbs
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = nbs.ROOT / ".pytest_cache" / "browser"
+TOKEN = "attn-browser-test"
+NB = "01_attention_intuition"
+SOFTMAX = """def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    shifted = x - x.max(dim=dim, keepdim=True).values
+    e = shifted.exp()
+    return e / e.sum(dim=dim, keepdim=True)"""
+# Browser console messages that are JupyterLab's own chatter on a fresh profile, not errors of the course.
+BENIGN_CONSOLE = re.compile(r"favicon|Failed to load resource: the server responded with a status of 404")
+
+pytestmark = pytest.mark.slow
+
+
+def _require_browser() -> None:
+    missing = None
+    if not Path(CHROMIUM).exists():
+        missing = "Chromium is not installed (apt-get install chromium fonts-noto-cjk fonts-noto-color-emoji)"
+    else:
+        try:
+            import playwright.sync_api  # noqa: F401
+        except ImportError:
+            missing = "Playwright is not installed (it is in pyproject.toml: make install)"
+    if missing:
+        if os.environ.get("ATTN_REQUIRE_BROWSER") == "1":
+            pytest.fail(missing)
+        pytest.skip(missing)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """`make lab` (README's command) on a fresh copy of the repository, with its own HOME; yields (url, course, log)."""
+    _require_browser()
+    course = tmp_path_factory.mktemp("browser") / "course"
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=nbs.ROOT, capture_output=True, check=True).stdout
+    for rel in filter(None, tracked.decode().split("\0")):
+        if (nbs.ROOT / rel).is_file():
+            (course / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(nbs.ROOT / rel, course / rel)  # keep mtimes: make must not think pyproject changed
+    home = course.parent / "home"
+    settings = home / "lab-settings"
+    # Open notebooks whole (no virtual scrolling) so every cell is in the page, and don't fetch JupyterLab news.
+    (settings / "@jupyterlab" / "notebook-extension").mkdir(parents=True)
+    (settings / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings").write_text('{"windowingMode": "none"}')
+    (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
+    (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
+        '{"fetchNews": "false", "checkForUpdates": false}')
+    port = _free_port()
+    venv = Path(sys.executable).parent.parent
+    lab_args = (f"--no-browser --port={port} --ServerApp.ip=127.0.0.1 --IdentityProvider.token={TOKEN} "
+                f"--LabApp.user_settings_dir={settings} --LabApp.workspaces_dir={home / 'workspaces'}")
+    env = {
+        "PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8",
+        # The copy's own utils/ (the venv's editable install points at the original repository).
+        "PYTHONPATH": str(course),
+        "JUPYTER_PLATFORM_DIRS": "1",
+    }
+    log_path = ARTIFACTS / "server.log"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    log = log_path.open("w")
+    # `-o STAMP`: the copy shares this environment; make must not reinstall it (and repoint it) into the copy.
+    server = subprocess.Popen(["make", "-o", str(venv / ".installed"), "lab", f"VENV={venv}", f"LAB_ARGS={lab_args}"],
+                              cwd=course, env=env,
+                              stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while not (found := re.search(rf"{url}(/\S*)\?token=", log_path.read_text())):
+        assert server.poll() is None, log_path.read_text()[-3000:]
+        if time.monotonic() > deadline:
+            pytest.fail("JupyterLab did not start in 120 s:\n" + log_path.read_text()[-3000:])
+        time.sleep(0.5)
+    yield url, found.group(1), course, log_path
+    os.killpg(server.pid, 15)
+    try:
+        server.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, 9)
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def browser(lab):  # noqa: ARG001 - the server first
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        yield b
+        b.close()
+
+
+class Page:
+    """One browser tab on the lab, collecting console errors."""
+
+    def __init__(self, browser, url: str) -> None:
+        self.errors: list[str] = []
+        self.page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        self.page.on("console", self._console)
+        self.page.on("pageerror", lambda exc: self.errors.append(f"page error: {exc}"))
+        self.url = url
+
+    def _console(self, msg) -> None:
+        if msg.type == "error" and not BENIGN_CONSOLE.search(msg.text):
+            self.errors.append(f"console: {msg.text}")
+
+    def open(self, path: str) -> None:
+        self.page.goto(f"{self.url}{path}{'&' if '?' in path else '?'}token={TOKEN}")
+
+    def shot(self, name: str) -> None:
+        self.page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=False)
+
+    def wait_idle(self, timeout_s: float = 120) -> None:
+        """Until no cell is queued or running and the kernel reports idle."""
+        self.page.wait_for_function(
+            """() => {
+                 const prompts = [...document.querySelectorAll('.jp-Notebook .jp-InputPrompt')];
+                 const busy = prompts.some(p => p.textContent.includes('*'));
+                 const status = document.querySelector('.jp-Notebook-ExecutionIndicator');
+                 const idle = !status || status.getAttribute('data-status') !== 'busy';
+                 return prompts.length > 0 && !busy && idle;
+               }""",
+            timeout=timeout_s * 1000,
+        )
+
+    def run_all(self) -> None:
+        self.page.get_by_role("menuitem", name="Run", exact=True).click()
+        self.page.get_by_text("Run All Cells", exact=True).click()
+        self.page.wait_for_timeout(1000)
+        self.wait_idle()
+
+    def open_notebook(self, rel: str) -> None:
+        self.open(f"/lab/tree/{rel}")
+        self.page.wait_for_selector(".jp-Notebook .jp-CodeCell", timeout=60_000)
+        # On a busy machine JupyterLab sometimes asks which kernel to start before its kernel list has loaded;
+        # a learner clicks Select (the notebook's own Python 3 is preselected), so the test does too.
+        deadline = time.monotonic() + 90
+        while True:
+            dialog = self.page.locator(".jp-Dialog").filter(has_text="Select Kernel")
+            if dialog.count():
+                dialog.get_by_role("button", name="Select", exact=True).click()
+            status = self.page.locator(".jp-Notebook-ExecutionIndicator").first
+            if status.count() and status.get_attribute("data-status") == "idle" and not dialog.count():
+                break
+            assert time.monotonic() < deadline, "the notebook's kernel did not start in 90 s"
+            self.page.wait_for_timeout(250)
+
+    def tables(self) -> list[str]:
+        """The text of every test cell's report (score line and table)."""
+        outputs = self.page.locator(".jp-OutputArea-output").filter(has=self.page.locator("table"))
+        return [t.inner_text() for t in outputs.all() if " points" in t.inner_text()]
+
+    def errors_in_outputs(self) -> list[str]:
+        sel = (".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr'], "
+               ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error']")
+        return [e.inner_text()[:300] for e in self.page.locator(sel).all()]
+
+    def validate(self) -> str:
+        self.page.get_by_role("button", name="Validate").click()
+        dialog = self.page.locator(".jp-Dialog-content")
+        dialog.wait_for(timeout=180_000)
+        self.page.wait_for_function(
+            "() => !/Validating/i.test(document.querySelector('.jp-Dialog-content')?.innerText || 'Validating')",
+            timeout=180_000,
+        )
+        return dialog.inner_text()
+
+    def close_dialog(self) -> None:
+        self.page.locator(".jp-Dialog-content button").last.click()
+
+
+def test_learner_and_instructor_in_the_browser(lab, browser):
+    url, landing, course, log_path = lab
+    tab = Page(browser, url)
+    timings = {}
+
+    # The address JupyterLab prints (and opens) lands in notebooks/, not in the repository root beside grader/.
+    t0 = time.monotonic()
+    assert landing == "/lab/tree/notebooks", landing
+    tab.open(landing)
+    tab.page.wait_for_selector(".jp-DirListing-item", timeout=60_000)
+    listing = tab.page.locator(".jp-DirListing-content").inner_text()
+    tab.shot("1-launcher")
+    assert NB in listing and "solutions" not in listing and "grader" not in listing, listing
+    timings["open lab"] = time.monotonic() - t0
+
+    # Run All on the blank student copy: no error output, every test table says "not implemented yet".
+    t0 = time.monotonic()
+    tab.open_notebook(f"notebooks/{NB}/{NB}.ipynb")
+    tab.run_all()
+    timings["run all (blank)"] = time.monotonic() - t0
+    tab.shot("2-blank-run-all")
+    assert tab.errors_in_outputs() == []
+    tables = tab.tables()
+    exercises = [c for c in nbs.read(course / "notebooks" / NB / f"{NB}.ipynb").cells if nbs.is_test_cell(c)]
+    assert len(tables) == len(exercises) > 0
+    assert all("not implemented yet" in t and " 0 / " in t for t in tables), tables
+
+    # Answer softmax and rerun its test cell: its table turns to full marks.
+    answer = tab.page.locator(".jp-CodeCell").filter(has_text="def softmax(").first
+    answer.locator(".cm-content").click()
+    tab.page.keyboard.press("Control+A")
+    tab.page.keyboard.insert_text(SOFTMAX)
+    tab.page.keyboard.press("Shift+Enter")  # runs the answer, moves to its test cell
+    tab.page.keyboard.press("Shift+Enter")
+    tab.wait_idle()
+    tab.shot("3-softmax-answered")
+    assert any(re.search(r"softmax: 3 / 3 points", t) for t in tab.tables()), tab.tables()
+
+    # A widget reacts to its slider: the temperature explorer (rerun now that softmax works) redraws its figure.
+    explorer = tab.page.locator(".jp-CodeCell").filter(has_text="explore(temperature_bars").first
+    explorer.locator(".cm-content").click()
+    tab.page.keyboard.press("Shift+Enter")
+    tab.wait_idle()
+    handle = explorer.locator(".widget-slider .noUi-handle, .widget-slider [role=slider]").first
+    handle.wait_for(timeout=30_000)
+    plot = explorer.locator(".jp-OutputArea-output img").first
+    before = plot.get_attribute("src")
+    handle.focus()
+    for _ in range(5):
+        tab.page.keyboard.press("ArrowRight")
+    deadline = time.monotonic() + 30  # the update replaces the <img>: ask the cell for its figure again
+    while plot.get_attribute("src") == before:
+        assert time.monotonic() < deadline, "the figure did not change when the slider moved"
+        tab.page.wait_for_timeout(250)
+    readout = explorer.locator(".widget-readout").first.inner_text()
+    assert readout != "1.00", readout
+    explorer.scroll_into_view_if_needed()
+    tab.shot("4-widget-moved")
+
+    # nbgrader's Validate: a blank exercise reads "not implemented yet" (with the checker's messages).
+    t0 = time.monotonic()
+    text = tab.validate()
+    timings["validate (one answered)"] = time.monotonic() - t0
+    tab.shot("5-validate-blank")
+    assert "not implemented yet" in text and "Partial credit" not in text, text
+    tab.close_dialog()
+
+    # ... and a finished notebook passes.
+    finished = course / "notebooks" / NB / "finished.ipynb"
+    shutil.copy(course / "solutions" / NB / f"{NB}.ipynb", finished)
+    tab.open_notebook(f"notebooks/{NB}/finished.ipynb?reset")  # reset: only this notebook open
+    t0 = time.monotonic()
+    text = tab.validate()
+    timings["validate (finished)"] = time.monotonic() - t0
+    tab.shot("6-validate-finished")
+    assert "Success" in text, text
+    tab.close_dialog()
+
+    # Formgrader (nbgrader's instructor page) loads and lists every assignment.
+    t0 = time.monotonic()
+    tab.open("/formgrader")
+    for assignment in nbs.assignments():
+        tab.page.get_by_text(assignment, exact=True).first.wait_for(timeout=60_000)
+    timings["formgrader"] = time.monotonic() - t0
+    tab.shot("7-formgrader")
+
+    # Its Generate and Release buttons write release/ and the course's exchange, never the learner's notebooks/.
+    learner_copies = {p: p.read_bytes() for p in (course / "notebooks").rglob("*.ipynb")}
+    row = tab.page.locator("tr").filter(has_text=NB).first
+    row.locator(".glyphicon-education").click()
+    tab.page.get_by_text("Successfully created the student version").wait_for(timeout=120_000)
+    tab.shot("8-formgrader-generated")
+    tab.page.locator(".modal-footer button").last.click()
+    row.locator(".glyphicon-cloud-upload").click()
+    tab.page.get_by_text("Successfully released").wait_for(timeout=60_000)
+    tab.page.locator(".modal-footer button").last.click()
+    assert (course / "release" / NB / f"{NB}.ipynb").is_file()
+    assert (course / "exchange" / "attention-course" / "outbound" / NB / f"{NB}.ipynb").is_file()
+    assert {p: p.read_bytes() for p in (course / "notebooks").rglob("*.ipynb")} == learner_copies
+
+    print("browser timings:", ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
+    assert tab.errors == []
+    log = log_path.read_text()
+    bad = [line for line in log.splitlines() if "Traceback" in line or re.match(r"\[(C|E) ", line)]
+    assert not bad, "server log:\n" + log[-5000:]
