@@ -440,10 +440,16 @@ def test_kv_cache(check, refs, KVCache, GroupedQueryAttention):
         x = torch.randn(2, L, 16)
         _, weights = _decode(GroupedQueryAttention, KVCache, params, x, prefill, 4, 2, rope=True)
         _, full = reference_gqa(params, x, torch.ones(L, L, dtype=torch.bool).tril(), 4, 2, rope=True)
-        check.close(weights[0], full[:, :, :prefill, :prefill], "weights of the prefill")
+        args = (params, x, prefill, 4, 2)
+        wrong = {NO_CACHE_READ: reference_decode(*args, rope=True, read_cache=False)[1],
+                 POSITIONS_RESTART: reference_decode(*args, rope=True, restart=True)[1],
+                 TILED: reference_decode(*args, rope=True, tile=True)[1]}
+        check.close(weights[0], full[:, :, :prefill, :prefill], "weights of the prefill",
+                    mistakes={m: w[0] for m, w in wrong.items()})
         for i, w in enumerate(weights[1:]):
             t = prefill + i
-            check.close(w, full[:, :, t:t + 1, :t + 1], f"weights of the token at position {t}")
+            check.close(w, full[:, :, t:t + 1, :t + 1], f"weights of the token at position {t}",
+                        mistakes={m: ws[i + 1] for m, ws in wrong.items()})
 
 
 def _bytes_mistake(n, expected, num_layers):
