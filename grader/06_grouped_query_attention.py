@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from utils.grading import CheckFailure, Mistake, expect_pair, load_weights
+from utils.grading import CheckFailure, Mistake, expect_pair, load_grader, load_weights
 
 NOTEBOOK = "06_grouped_query_attention"
 FAMILY = "2. One family: MHA, GQA, MQA"
@@ -277,6 +277,14 @@ def test_grouped_query_attention(check, refs, GroupedQueryAttention):
             out_ref, w_ref = reference(xx, xx, xx, attn_mask=~causal, need_weights=True, average_attn_weights=False)
         _compare(check, module, torch_params, xx, causal, 4, 4, out_ref, w_ref,
                  "compared with torch.nn.MultiheadAttention")
+    with check("num_kv_heads = num_heads loads notebook 04's MultiHeadAttention weights and gives its outputs"):
+        mha04 = load_grader("04_multi_head_attention")
+        p04 = random_params(None, 20, 5, 5)  # the state dict of MultiHeadAttention(20, 5): same names, same shapes
+        module = _gqa_module(GroupedQueryAttention, p04, 20, 5, 5)
+        xx = torch.randn(2, 8, 20)
+        pad = (torch.arange(8) < torch.tensor([8, 3])[:, None])[:, None, None, :]  # (B, 1, 1, L)
+        out_ref, w_ref = mha04.reference_mha(p04, xx, xx, xx, pad, 5)
+        _compare(check, module, p04, xx, pad, 5, 5, out_ref, w_ref, "compared with notebook 04's multi-head attention")
     with check("num_kv_heads = 1 is multi-query attention: every head attends over the one shared K and V"):
         p1 = random_params(None, 16, 4, 1, bias=False)
         module = _gqa_module(GroupedQueryAttention, p1, 16, 4, 1, bias=False)
