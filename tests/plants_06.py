@@ -21,7 +21,8 @@ MISTAKES = [
             "            self.v = torch.cat([self.v, v_new], dim=1)",
      "exercise": "KVCache", "mistake": "cache concatenated on the wrong dim"},
     # The cache is written but never read: the new query sees only its own key and value.
-    {"cell": "GroupedQueryAttention", "old": "            k, v = cache.update(k, v)  # (B, h_kv, Lk, d_k): every token so far",
+    {"cell": "GroupedQueryAttention",
+     "old": "            k, v = cache.update(k, v)  # (B, h_kv, Lk, d_k): every token so far",
      "new": "            cache.update(k, v)",
      "exercise": "KVCache", "mistake": "new query attends only to itself"},
     # Every call rotates its tokens as if the sequence started there.
@@ -38,7 +39,8 @@ MISTAKES = [
 # Correct answers written differently: all applied together, they must keep full marks.
 VARIANTS = [
     # Hugging Face's repeat_kv: a broadcast view, copied once by reshape
-    {"cell": "repeat_kv", "old": "    return x.repeat_interleave(n_rep, dim=1)  # (B, h_kv * n_rep, L, d_k): 0, 0, ..., 1, 1, ...",
+    {"cell": "repeat_kv",
+     "old": "    return x.repeat_interleave(n_rep, dim=1)  # (B, h_kv * n_rep, L, d_k): 0, 0, ..., 1, 1, ...",
      "new": "    B, h_kv, L, d = x.shape\n"
             "    return x[:, :, None, :, :].expand(B, h_kv, n_rep, L, d).reshape(B, h_kv * n_rep, L, d)"},
     # the attention through PyTorch's SDPA with enable_gqa (the weights computed beside it), positions from
@@ -60,7 +62,8 @@ VARIANTS = [
     {"cell": "KVCache",
      "old": "        self.k: torch.Tensor | None = None\n        self.v: torch.Tensor | None = None",
      "new": "        self.k = self.v = None\n        self.n = 0"},
-    {"cell": "KVCache", "old": "        return 0 if self.k is None else self.k.shape[2]", "new": "        return self.n"},
+    {"cell": "KVCache", "old": "        return 0 if self.k is None else self.k.shape[2]",
+     "new": "        return self.n"},
     {"cell": "KVCache",
      "old": "        if self.k is None:\n"
             "            self.k, self.v = k_new, v_new\n"
@@ -83,5 +86,6 @@ VARIANTS = [
             "        return self.k[:, :, :self.n], self.v[:, :, :self.n]"},
     {"cell": "kv_cache_bytes",
      "old": "    element = torch.tensor([], dtype=dtype).element_size()  # bytes per number",
-     "new": "    element = (torch.finfo(dtype).bits if dtype.is_floating_point else torch.iinfo(dtype).bits) // 8"},
+     "new": "    info = torch.finfo(dtype) if dtype.is_floating_point else torch.iinfo(dtype)\n"
+            "    element = info.bits // 8"},
 ]
