@@ -1,0 +1,506 @@
+"""Hidden tests of 06_grouped_query_attention: reference GQA and cached decoding, the mistake catalogue, references."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from utils.grading import CheckFailure, Mistake, expect_pair, load_grader, load_weights
+
+NOTEBOOK = "06_grouped_query_attention"
+FAMILY = "2. One family: MHA, GQA, MQA"
+TILING = "2.1 Tiling is not grouping"
+CACHE = "5. The KV cache"
+ROPE = "5.2 The cache and rotary positions"
+BYTES = "7. How big is the cache of a real model?"
+
+# -- the mistake catalogue ----------------------------------------------------------------------------
+TILED = Mistake(
+    "repeat (tiling) instead of repeat_interleave",
+    "x.repeat(1, n_rep, 1, 1) lays the KV heads out as 0, 1, ..., 0, 1, ... so query head i reads KV head "
+    "i % num_kv_heads; in a group, consecutive query heads share one KV head (i // n_rep): 0, 0, ..., 1, 1, ... "
+    "The shapes agree, so nothing fails, but a pretrained or converted checkpoint pairs every query head with "
+    "the wrong keys",
+    TILING,
+)
+WRONG_DIM = Mistake(
+    "cache concatenated on the wrong dim",
+    "the new keys and values were appended along an axis other than the sequence axis (dim 2 of "
+    "(B, h_kv, L, d_k)); the cache then grows in batch, heads or width instead of in length, and the next "
+    "query sees the wrong number of keys",
+    CACHE,
+)
+NO_CACHE_READ = Mistake(
+    "new query attends only to itself",
+    "after cache.update(k, v) the attention used the new token's own keys and values instead of the tensors "
+    "update returned, so each new token attends to itself alone (one key, weight 1) and never reads the cache",
+    CACHE,
+)
+POSITIONS_RESTART = Mistake(
+    "positions restarting at 0",
+    "with a cache, the new tokens continue the sequence: their positions are len(cache), len(cache) + 1, ... "
+    "Rotating every new query and key as if it stood at position 0 gives each cached key the same rotation, "
+    "so the scores no longer see order",
+    ROPE,
+)
+NO_FACTOR_2 = Mistake(
+    "bytes without the factor 2 (K and V)",
+    "the cache holds keys AND values: two tensors of (num_layers, batch, num_kv_heads, seq_len, head_dim) "
+    "elements, so the count needs a factor 2",
+    BYTES,
+)
+NO_LAYERS = Mistake(
+    "bytes without the layer count",
+    "every layer has its own keys and values, so the cache of one layer is multiplied by num_layers",
+    BYTES,
+)
+
+
+# -- reference implementations (instructor side only) ------------------------------------------------
+def reference_repeat_kv(x: torch.Tensor, n_rep: int, *, tile: bool = False) -> torch.Tensor:
+    """(B, h_kv, L, d) -> (B, h_kv * n_rep, L, d): head i is KV head i // n_rep (or i % h_kv when tiled)."""
+    return x.repeat(1, n_rep, 1, 1) if tile else x.repeat_interleave(n_rep, dim=1)
+
+
+def reference_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """Rotary embedding, pairing dimension i with i + d/2 (notebook 05's apply_rope); float64 inside."""
+    d = x.shape[-1]
+    theta = base ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)  # (d/2,)
+    angle = positions.to(torch.float64)[:, None] * theta  # (L, d/2)
+    cos, sin = angle.cos(), angle.sin()
+    xd = x.to(torch.float64)
+    x1, x2 = xd[..., : d // 2], xd[..., d // 2:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+
+
+def _linear(params: dict[str, torch.Tensor], name: str, x: torch.Tensor) -> torch.Tensor:
+    return F.linear(x, params[f"{name}.weight"], params.get(f"{name}.bias"))
+
+
+def _project(params, x, num_heads, num_kv_heads):
+    """q (B, h, L, d_k), k and v (B, h_kv, L, d_k) from x (B, L, d_model)."""
+    B, L, d_model = x.shape
+    d_k = d_model // num_heads
+    q = _linear(params, "W_q", x).view(B, L, num_heads, d_k).transpose(1, 2)
+    k = _linear(params, "W_k", x).view(B, L, num_kv_heads, d_k).transpose(1, 2)
+    v = _linear(params, "W_v", x).view(B, L, num_kv_heads, d_k).transpose(1, 2)
+    return q, k, v
+
+
+def _attend(params, q, k, v, mask, num_heads, num_kv_heads, tile):
+    n_rep = num_heads // num_kv_heads
+    k, v = reference_repeat_kv(k, n_rep, tile=tile), reference_repeat_kv(v, n_rep, tile=tile)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, h, Lq, Lk)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    B, h, Lq, d_k = q.shape
+    out = _linear(params, "W_o", (weights @ v).transpose(1, 2).reshape(B, Lq, h * d_k))
+    return out, weights
+
+
+def reference_gqa(params, x, mask, num_heads, num_kv_heads, *, rope=False, tile=False):
+    """One full pass of grouped-query self-attention from a state dict: (output, weights)."""
+    q, k, v = _project(params, x, num_heads, num_kv_heads)
+    if rope:
+        positions = torch.arange(x.shape[1])
+        q, k = reference_rope(q, positions), reference_rope(k, positions)
+    return _attend(params, q, k, v, mask, num_heads, num_kv_heads, tile)
+
+
+def reference_decode(params, x, prefill, num_heads, num_kv_heads, *, rope=False, read_cache=True,
+                     restart=False, tile=False):
+    """Cached decoding: a causal prefill of `prefill` tokens, then one token at a time.
+
+    Returns the outputs of every position (B, L, d_model) and the weights of each call. The switches
+    reproduce the catalogued mistakes: no cache read, positions restarting at 0, tiled KV heads.
+    """
+    L = x.shape[1]
+    chunks = [(0, prefill)] + [(t, t + 1) for t in range(prefill, L)] if prefill else [(t, t + 1) for t in range(L)]
+    ks, vs, outs, weights = [], [], [], []
+    for a, b in chunks:
+        q, k, v = _project(params, x[:, a:b], num_heads, num_kv_heads)
+        if rope:
+            positions = torch.arange(b - a) if restart else torch.arange(a, b)
+            q, k = reference_rope(q, positions), reference_rope(k, positions)
+        ks.append(k)
+        vs.append(v)
+        keys = torch.cat(ks, dim=2) if read_cache else k
+        values = torch.cat(vs, dim=2) if read_cache else v
+        Lk = keys.shape[2]
+        mask = torch.ones(b - a, Lk, dtype=torch.bool).tril(Lk - (b - a))  # (Lq, Lk): query i sees keys <= its position
+        out, w = _attend(params, q, keys, values, mask, num_heads, num_kv_heads, tile)
+        outs.append(out)
+        weights.append(w)
+    return torch.cat(outs, dim=1), weights
+
+
+def random_params(g: torch.Generator | None, d_model: int, num_heads: int, num_kv_heads: int,
+                  bias: bool = True) -> dict[str, torch.Tensor]:
+    kv_width = num_kv_heads * (d_model // num_heads)
+    shapes = {"W_q": (d_model, d_model), "W_k": (kv_width, d_model), "W_v": (kv_width, d_model),
+              "W_o": (d_model, d_model)}
+    params = {}
+    for name, (out_f, in_f) in shapes.items():
+        params[f"{name}.weight"] = torch.randn(out_f, in_f, generator=g) / math.sqrt(in_f)
+        if bias:
+            params[f"{name}.bias"] = torch.randn(out_f, generator=g) * 0.1
+    return params
+
+
+def reference_kv_cache_bytes(num_layers, num_kv_heads, head_dim, seq_len, batch_size=1, bytes_per_element=2):
+    return 2 * num_layers * batch_size * num_kv_heads * seq_len * head_dim * bytes_per_element
+
+
+# -- reference tensors on inputs the learner never sees ---------------------------------------------------
+GQA_SIZE = dict(B=2, L=7, d_model=24, num_heads=6, num_kv_heads=2)
+
+
+def make_references() -> dict[str, torch.Tensor]:
+    """Hidden inputs and the expected outputs; `attn references 06_grouped_query_attention` stores them."""
+    g = torch.Generator().manual_seed(60606)
+    refs: dict[str, torch.Tensor] = {}
+    x = torch.randn(2, 3, 5, 4, generator=g)
+    refs["repeat_kv.x"] = x
+    refs["repeat_kv.out"] = reference_repeat_kv(x, 4)
+    s = GQA_SIZE
+    params = random_params(g, s["d_model"], s["num_heads"], s["num_kv_heads"])
+    x = torch.randn(s["B"], s["L"], s["d_model"], generator=g)
+    mask = (torch.arange(s["L"]) < torch.tensor([7, 5])[:, None])[:, None, None, :]  # (B, 1, 1, L) padding
+    out, weights = reference_gqa(params, x, mask, s["num_heads"], s["num_kv_heads"])
+    refs.update({f"gqa.{k}": v for k, v in params.items()})
+    refs.update({"gqa.x": x, "gqa.mask": mask, "gqa.out": out, "gqa.weights": weights})
+    causal = torch.ones(s["L"], s["L"], dtype=torch.bool).tril()
+    refs["gqa.rope_out"], refs["gqa.rope_weights"] = reference_gqa(params, x, causal, s["num_heads"],
+                                                                   s["num_kv_heads"], rope=True)
+    return refs
+
+
+# -- helpers -------------------------------------------------------------------------------------------
+def _raises_value_error(fn, *args) -> bool:
+    try:
+        fn(*args)
+    except ValueError:
+        return True
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise CheckFailure(f"expected a ValueError, got {type(exc).__name__}: {exc}") from None
+    return False
+
+
+def _build(cls, d_model, num_heads, num_kv_heads, **kwargs):
+    module = cls(d_model, num_heads, num_kv_heads, **kwargs)
+    if not isinstance(module, nn.Module):
+        raise CheckFailure("GroupedQueryAttention should be an nn.Module (subclass torch.nn.Module).")
+    return module
+
+
+def _load(module, params):
+    extra = sorted(k for k in module.state_dict() if k.startswith(("W_q.", "W_k.", "W_v.", "W_o.")) and k not in params)
+    if extra:
+        raise CheckFailure(f"unexpected parameter(s) {extra}: with bias=False the four nn.Linear layers have no bias.")
+    load_weights(module, params, "W_q (d_model -> d_model), W_k and W_v (d_model -> num_kv_heads * d_k), "
+                                 "W_o (d_model -> d_model), each an nn.Linear")
+
+
+def _gqa_module(cls, params, d_model, num_heads, num_kv_heads, **kwargs):
+    module = _build(cls, d_model, num_heads, num_kv_heads, **kwargs).eval()
+    _load(module, params)
+    return module
+
+
+# -- hidden tests ----------------------------------------------------------------------------------------
+def test_repeat_kv(check, refs, repeat_kv):
+    with check("matches the reference on a hidden input (B=2, h_kv=3, L=5, d=4, n_rep=4)"):
+        x = refs["repeat_kv.x"]
+        check.close(repeat_kv(x, 4), refs["repeat_kv.out"], "repeat_kv(x, 4)",
+                    mistakes={TILED: reference_repeat_kv(x, 4, tile=True)})
+    with check("head i of the result is KV head i // n_rep, on fresh shapes"):
+        for B, h_kv, L, d, n_rep in [(3, 2, 7, 5, 3), (1, 4, 2, 8, 2), (2, 5, 1, 3, 5)]:
+            x = torch.randn(B, h_kv, L, d)
+            out = repeat_kv(x, n_rep)
+            check.shape(out, (B, h_kv * n_rep, L, d), f"repeat_kv(x of shape {(B, h_kv, L, d)}, {n_rep})")
+            expected = torch.stack([x[:, i // n_rep] for i in range(h_kv * n_rep)], dim=1)
+            check.close(out, expected, f"repeat_kv(x of shape {(B, h_kv, L, d)}, {n_rep})",
+                        mistakes={TILED: reference_repeat_kv(x, n_rep, tile=True)})
+    with check("n_rep = 1 returns x's values unchanged (multi-head attention needs no copies)"):
+        x = torch.randn(2, 4, 3, 5)
+        check.close(repeat_kv(x, 1), x, "repeat_kv(x, 1)")
+    with check("one KV head (multi-query): every query head gets the same keys"):
+        x = torch.randn(2, 1, 6, 4)
+        check.close(repeat_kv(x, 8), x.expand(2, 8, 6, 4), "repeat_kv(x with one head, 8)")
+    with check("keeps the dtype (float64) and works on a non-contiguous input"):
+        x = torch.randn(2, 5, 3, 4, dtype=torch.float64).transpose(1, 2)  # (B=2, h_kv=3, L=5, d=4), not contiguous
+        check.close(repeat_kv(x, 2), reference_repeat_kv(x, 2), "repeat_kv(a transposed float64 tensor, 2)",
+                    mistakes={TILED: reference_repeat_kv(x, 2, tile=True)})
+
+
+def _from_torch(reference: nn.MultiheadAttention) -> dict[str, torch.Tensor]:
+    W_q, W_k, W_v = reference.in_proj_weight.detach().chunk(3)
+    params = {"W_q.weight": W_q, "W_k.weight": W_k, "W_v.weight": W_v, "W_o.weight": reference.out_proj.weight.detach()}
+    if reference.in_proj_bias is not None:
+        b_q, b_k, b_v = reference.in_proj_bias.detach().chunk(3)
+        params.update({"W_q.bias": b_q, "W_k.bias": b_k, "W_v.bias": b_v, "W_o.bias": reference.out_proj.bias.detach()})
+    return {k: v.clone() for k, v in params.items()}
+
+
+def _compare(check, module, params, x, mask, h, h_kv, out_ref, w_ref, what, rope=False, **tol):
+    with torch.no_grad():
+        out, weights = expect_pair(module(x, mask=mask), "GroupedQueryAttention.forward")
+    tiled_out, tiled_w = reference_gqa(params, x, mask, h, h_kv, rope=rope, tile=True)
+    check.close(out, out_ref, f"output ({what})", mistakes={TILED: tiled_out}, **tol)
+    check.close(weights, w_ref, f"weights ({what})", mistakes={TILED: tiled_w}, **tol)
+
+
+def test_grouped_query_attention(check, refs, GroupedQueryAttention):
+    s = GQA_SIZE
+    h, h_kv, d_model = s["num_heads"], s["num_kv_heads"], s["d_model"]
+    params = {k.removeprefix("gqa."): v for k, v in refs.items() if k.startswith("gqa.W_")}
+    x = refs["gqa.x"]
+    with check("supplied weights reproduce stored outputs (d_model=24, 6 heads, 2 KV heads, padding mask)"):
+        module = _gqa_module(GroupedQueryAttention, params, d_model, h, h_kv)
+        _compare(check, module, params, x, refs["gqa.mask"], h, h_kv, refs["gqa.out"], refs["gqa.weights"],
+                 "hidden input")
+    with check("num_kv_heads = num_heads is multi-head attention: equals torch.nn.MultiheadAttention"):
+        reference = nn.MultiheadAttention(32, 4, batch_first=True)
+        for p in reference.parameters():
+            nn.init.normal_(p, std=1 / math.sqrt(32))
+        torch_params = _from_torch(reference)
+        module = _gqa_module(GroupedQueryAttention, torch_params, 32, 4, 4)
+        xx = torch.randn(3, 9, 32)
+        causal = torch.ones(9, 9, dtype=torch.bool).tril()
+        with torch.no_grad():
+            out_ref, w_ref = reference(xx, xx, xx, attn_mask=~causal, need_weights=True, average_attn_weights=False)
+        _compare(check, module, torch_params, xx, causal, 4, 4, out_ref, w_ref,
+                 "compared with torch.nn.MultiheadAttention")
+    with check("num_kv_heads = num_heads loads notebook 04's MultiHeadAttention weights and gives its outputs"):
+        mha04 = load_grader("04_multi_head_attention")
+        p04 = random_params(None, 20, 5, 5)  # the state dict of MultiHeadAttention(20, 5): same names, same shapes
+        module = _gqa_module(GroupedQueryAttention, p04, 20, 5, 5)
+        xx = torch.randn(2, 8, 20)
+        pad = (torch.arange(8) < torch.tensor([8, 3])[:, None])[:, None, None, :]  # (B, 1, 1, L)
+        out_ref, w_ref = mha04.reference_mha(p04, xx, xx, xx, pad, 5)
+        _compare(check, module, p04, xx, pad, 5, 5, out_ref, w_ref, "compared with notebook 04's multi-head attention")
+    with check("num_kv_heads = 1 is multi-query attention: every head attends over the one shared K and V"):
+        p1 = random_params(None, 16, 4, 1, bias=False)
+        module = _gqa_module(GroupedQueryAttention, p1, 16, 4, 1, bias=False)
+        xx = torch.randn(2, 6, 16)
+        q = F.linear(xx, p1["W_q.weight"]).view(2, 6, 4, 4).transpose(1, 2)  # (B, h, L, d_k)
+        k = F.linear(xx, p1["W_k.weight"])[:, None]  # (B, 1, L, d_k): one head for all
+        v = F.linear(xx, p1["W_v.weight"])[:, None]
+        w_ref = torch.softmax(q @ k.transpose(-2, -1) / 2.0, dim=-1)  # broadcast over the 4 query heads
+        out_ref = F.linear((w_ref @ v).transpose(1, 2).reshape(2, 6, 16), p1["W_o.weight"])
+        _compare(check, module, p1, xx, None, 4, 1, out_ref, w_ref, "num_kv_heads = 1")
+    with check("equals F.scaled_dot_product_attention(..., enable_gqa=True) (8 heads, 4 KV heads, causal)"):
+        p2 = random_params(None, 64, 8, 4)
+        module = _gqa_module(GroupedQueryAttention, p2, 64, 8, 4)
+        xx = torch.randn(2, 13, 64)
+        q, k, v = _project(p2, xx, 8, 4)
+        heads = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)  # (B, h, L, d_k)
+        out_ref = F.linear(heads.transpose(1, 2).reshape(2, 13, 64), p2["W_o.weight"], p2["W_o.bias"])
+        with torch.no_grad():
+            out, _ = expect_pair(module(xx, mask=torch.ones(13, 13, dtype=torch.bool).tril()),
+                                 "GroupedQueryAttention.forward")
+        tiled, _ = reference_gqa(p2, xx, torch.ones(13, 13, dtype=torch.bool).tril(), 8, 4, tile=True)
+        check.close(out, out_ref, "output (compared with torch's enable_gqa)", mistakes={TILED: tiled}, atol=2e-5)
+    with check("query head i reads KV head i // n_rep (only one KV head carries values, W_o = identity)"):
+        h8, kv2, d = 8, 2, 32
+        for j in range(kv2):
+            p3 = random_params(None, d, h8, kv2, bias=False)
+            p3["W_v.weight"] = torch.zeros_like(p3["W_v.weight"])
+            p3["W_v.weight"][j * 4:(j + 1) * 4] = torch.randn(4, d)  # only KV head j has non-zero values
+            p3["W_o.weight"] = torch.eye(d)
+            module = _gqa_module(GroupedQueryAttention, p3, d, h8, kv2, bias=False)
+            with torch.no_grad():
+                out, _ = expect_pair(module(torch.randn(1, 5, d)), "GroupedQueryAttention.forward")
+            check.shape(out, (1, 5, d), "output")
+            reads = [bool(out[..., 4 * i:4 * i + 4].abs().max() > 1e-6) for i in range(h8)]
+            expected = [i // (h8 // kv2) == j for i in range(h8)]
+            tiled = [i % kv2 == j for i in range(h8)]
+            check.true(reads == expected,
+                       f"only KV head {j} carries values, yet the query heads that received them are "
+                       f"{[i for i, r in enumerate(reads) if r]}; with 8 query heads and 2 KV heads, heads 0-3 "
+                       "should read KV head 0 and heads 4-7 KV head 1.", TILED if reads == tiled else None)
+    with check("rope=True rotates q and k by their positions (stored outputs, causal mask)"):
+        module = _gqa_module(GroupedQueryAttention, params, d_model, h, h_kv, rope=True)
+        causal = torch.ones(s["L"], s["L"], dtype=torch.bool).tril()
+        _compare(check, module, params, x, causal, h, h_kv, refs["gqa.rope_out"], refs["gqa.rope_weights"],
+                 "rope=True", rope=True)
+    with check("K and V projections are num_kv_heads * d_k wide; bias=False leaves no biases"):
+        module = _build(GroupedQueryAttention, 48, 12, 3, bias=False)
+        shapes = {name: tuple(p.shape) for name, p in module.named_parameters()}
+        expected = {"W_q.weight": (48, 48), "W_k.weight": (12, 48), "W_v.weight": (12, 48), "W_o.weight": (48, 48)}
+        check.true(all(shapes.get(k) == v for k, v in expected.items()) and len(shapes) == 4,
+                   f"GroupedQueryAttention(48, 12, 3, bias=False) has parameters {shapes}; expected {expected}.")
+    with check("ValueError when heads cannot share the width or the KV heads evenly (30, 4, 2) and (24, 6, 4)"):
+        check.true(_raises_value_error(GroupedQueryAttention, 30, 4, 2),
+                   "GroupedQueryAttention(30, 4, 2) was built: 30 features cannot be shared by 4 heads.")
+        check.true(_raises_value_error(GroupedQueryAttention, 24, 6, 4),
+                   "GroupedQueryAttention(24, 6, 4) was built: 6 query heads cannot be split into 4 equal groups.")
+
+
+def _cache_mistake(actual, updates):
+    """The learner's cache content matched against concatenation along each wrong axis (the one of its shape)."""
+    if not isinstance(actual, torch.Tensor):
+        return {}
+    for dim in (0, 1, 3):
+        try:
+            wrong = torch.cat(updates, dim=dim)
+        except RuntimeError:
+            continue
+        if wrong.shape == actual.shape:
+            return {WRONG_DIM: wrong}
+    return {}
+
+
+def _update(cache, k, v):
+    return expect_pair(cache.update(k, v), "KVCache.update")
+
+
+def _decode(GroupedQueryAttention, KVCache, params, x, prefill, h, h_kv, rope):
+    """The learner's module and cache, run as in generation: returns outputs (B, L, d) and each call's weights."""
+    d_model = x.shape[-1]
+    module = _gqa_module(GroupedQueryAttention, params, d_model, h, h_kv, rope=rope)
+    cache = KVCache()
+    L = x.shape[1]
+    outs, weights = [], []
+    with torch.no_grad():
+        if prefill:
+            out, w = expect_pair(module(x[:, :prefill], mask=torch.ones(prefill, prefill, dtype=torch.bool).tril(),
+                                        cache=cache), "GroupedQueryAttention.forward with a cache")
+            outs.append(out)
+            weights.append(w)
+        for t in range(prefill, L):
+            out, w = expect_pair(module(x[:, t:t + 1], cache=cache), "GroupedQueryAttention.forward with a cache")
+            outs.append(out)
+            weights.append(w)
+    for o in outs:
+        if not isinstance(o, torch.Tensor) or o.dim() != 3:
+            raise CheckFailure("GroupedQueryAttention.forward should return an output of shape (B, L_new, d_model).")
+    return torch.cat(outs, dim=1), weights
+
+
+def _decode_check(check, GroupedQueryAttention, KVCache, *, rope, B, L, prefill, d_model, h, h_kv):
+    params = random_params(None, d_model, h, h_kv)
+    x = torch.randn(B, L, d_model)
+    out, _ = _decode(GroupedQueryAttention, KVCache, params, x, prefill, h, h_kv, rope)
+    full, _ = reference_gqa(params, x, torch.ones(L, L, dtype=torch.bool).tril(), h, h_kv, rope=rope)
+    args = (params, x, prefill, h, h_kv)
+    mistakes = {NO_CACHE_READ: reference_decode(*args, rope=rope, read_cache=False)[0]}
+    if rope:
+        mistakes[POSITIONS_RESTART] = reference_decode(*args, rope=True, restart=True)[0]
+    mistakes[TILED] = reference_decode(*args, rope=rope, tile=True)[0]
+    check.close(out, full, f"outputs of cached decoding (L={L}, prefill={prefill}) vs one full causal pass",
+                mistakes=mistakes, atol=2e-5)
+
+
+def test_kv_cache(check, refs, KVCache, GroupedQueryAttention):
+    with check("grows on the sequence axis: (B, h_kv, t, d_k) after t one-token updates"):
+        cache = KVCache()
+        ks, vs = [], []
+        for t in range(1, 5):
+            k, v = torch.randn(2, 3, 1, 4), torch.randn(2, 3, 1, 4)
+            ks.append(k)
+            vs.append(v)
+            k_all, v_all = _update(cache, k, v)
+            check.close(k_all, torch.cat(ks, dim=2), f"keys after {t} updates", mistakes=_cache_mistake(k_all, ks))
+            check.close(v_all, torch.cat(vs, dim=2), f"values after {t} updates", mistakes=_cache_mistake(v_all, vs))
+    with check("returns everything so far: a prefill of random length, then single tokens (float64)"):
+        cache = KVCache()
+        P = int(torch.randint(2, 9, ()))
+        ks = [torch.randn(1, 2, P, 6, dtype=torch.float64)]
+        vs = [torch.randn(1, 2, P, 6, dtype=torch.float64)]
+        _update(cache, ks[0], vs[0])
+        for _ in range(3):
+            ks.append(torch.randn(1, 2, 1, 6, dtype=torch.float64))
+            vs.append(torch.randn(1, 2, 1, 6, dtype=torch.float64))
+            k_all, v_all = _update(cache, ks[-1], vs[-1])
+        check.close(k_all, torch.cat(ks, dim=2), "keys", mistakes=_cache_mistake(k_all, ks))
+        check.close(v_all, torch.cat(vs, dim=2), "values", mistakes=_cache_mistake(v_all, vs))
+    with check("len(cache) counts the cached positions: 0, then the prefill, then one more per token"):
+        cache = KVCache()
+        counts = [len(cache)]
+        _update(cache, torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4))
+        counts.append(len(cache))
+        _update(cache, torch.randn(1, 2, 1, 4), torch.randn(1, 2, 1, 4))
+        counts.append(len(cache))
+        check.true(counts == [0, 5, 6], f"len(cache) was {counts} (empty, after 5 positions, after one more); "
+                   "expected [0, 5, 6].")
+    with check("two caches are independent (no state shared between instances)"):
+        a, b = KVCache(), KVCache()
+        _update(a, torch.randn(1, 1, 3, 2), torch.randn(1, 1, 3, 2))
+        k_b, _ = _update(b, torch.ones(1, 1, 1, 2), torch.ones(1, 1, 1, 2))
+        check.close(k_b, torch.ones(1, 1, 1, 2), "keys of a second, fresh cache after one update")
+    for rope in (False, True):
+        with check(f"cached decoding equals one full causal pass: outputs, random lengths (rope={rope})", weight=2):
+            for _ in range(2):
+                L = int(torch.randint(3, 12, ()))
+                prefill = int(torch.randint(0, L - 1, ()))
+                _decode_check(check, GroupedQueryAttention, KVCache, rope=rope, B=2, L=L, prefill=prefill,
+                              d_model=24, h=6, h_kv=2)
+    with check("cached decoding equals one full causal pass: the weights of every step (rope=True)"):
+        L, prefill = 9, 4
+        params = random_params(None, 16, 4, 2)
+        x = torch.randn(2, L, 16)
+        _, weights = _decode(GroupedQueryAttention, KVCache, params, x, prefill, 4, 2, rope=True)
+        _, full = reference_gqa(params, x, torch.ones(L, L, dtype=torch.bool).tril(), 4, 2, rope=True)
+        args = (params, x, prefill, 4, 2)
+        wrong = {NO_CACHE_READ: reference_decode(*args, rope=True, read_cache=False)[1],
+                 POSITIONS_RESTART: reference_decode(*args, rope=True, restart=True)[1],
+                 TILED: reference_decode(*args, rope=True, tile=True)[1]}
+        check.close(weights[0], full[:, :, :prefill, :prefill], "weights of the prefill",
+                    mistakes={m: w[0] for m, w in wrong.items()})
+        for i, w in enumerate(weights[1:]):
+            t = prefill + i
+            check.close(w, full[:, :, t:t + 1, :t + 1], f"weights of the token at position {t}",
+                        mistakes={m: ws[i + 1] for m, ws in wrong.items()})
+
+
+def _bytes_mistake(n, expected, num_layers):
+    if not isinstance(n, int):
+        return None
+    if 2 * n == expected:
+        return NO_FACTOR_2
+    if n * num_layers == expected:
+        return NO_LAYERS
+    return None
+
+
+def test_kv_cache_bytes(check, refs, kv_cache_bytes):
+    with check("returns a Python int"):
+        n = kv_cache_bytes(2, 2, 8, 10)
+        check.true(isinstance(n, int) and not isinstance(n, bool), f"expected an int, got {type(n).__name__}.")
+    configs = [  # (layers, kv heads, head_dim, seq_len, batch)
+        ("LLaMA-2-7B (32 layers, 32 KV heads of 128) at 4096 tokens", (32, 32, 128, 4096, 1)),
+        ("LLaMA-2-70B (80 layers, 8 KV heads of 128) at 32768 tokens", (80, 8, 128, 32768, 1)),
+        ("Falcon-7B style multi-query (32 layers, 1 KV head of 64), batch 8, 2048 tokens", (32, 1, 64, 2048, 8)),
+    ]
+    for what, (layers, kv, hd, L, B) in configs:
+        with check(f"fp16: {what}"):
+            n = kv_cache_bytes(layers, kv, hd, L, batch_size=B)
+            expected = reference_kv_cache_bytes(layers, kv, hd, L, B)
+            check.true(n == expected, f"kv_cache_bytes({layers}, {kv}, {hd}, {L}, batch_size={B}) returned {n}.",
+                       _bytes_mistake(n, expected, layers))
+    with check("the dtype sets the bytes per element: float32 4, bfloat16 2, int8 1"):
+        for dtype, size in ((torch.float32, 4), (torch.bfloat16, 2), (torch.int8, 1)):
+            n = kv_cache_bytes(12, 4, 64, 1000, batch_size=3, dtype=dtype)
+            expected = reference_kv_cache_bytes(12, 4, 64, 1000, 3, size)
+            check.true(n == expected, f"kv_cache_bytes(12, 4, 64, 1000, batch_size=3, dtype={dtype}) returned {n}.",
+                       _bytes_mistake(n, expected, 12))
+    with check("linear in the sequence length and the batch: doubling either doubles the bytes"):
+        base = kv_cache_bytes(6, 2, 32, 777, batch_size=5)
+        check.true(kv_cache_bytes(6, 2, 32, 2 * 777, batch_size=5) == 2 * base
+                   and kv_cache_bytes(6, 2, 32, 777, batch_size=10) == 2 * base,
+                   "doubling seq_len or batch_size should double the number of bytes.")
+
+
+HIDDEN_TESTS = {
+    "repeat_kv": test_repeat_kv,
+    "GroupedQueryAttention": test_grouped_query_attention,
+    "KVCache": test_kv_cache,
+    "kv_cache_bytes": test_kv_cache_bytes,
+}

@@ -1,0 +1,91 @@
+"""Mistakes to plant into 06_grouped_query_attention's solution, and correct answers written differently."""
+
+NOTEBOOK = "06_grouped_query_attention"
+
+# Each mistake is planted into answer cell `cell` by replacing `old` (exactly once) with `new`;
+# grading must lose some (not all) points on `exercise` and name `mistake` there.
+MISTAKES = [
+    # Tiling: KV heads 0, 1, 0, 1, ... instead of 0, 0, 1, 1, ...
+    {"cell": "repeat_kv", "old": "x.repeat_interleave(n_rep, dim=1)", "new": "x.repeat(1, n_rep, 1, 1)",
+     "exercise": "repeat_kv", "mistake": "repeat (tiling) instead of repeat_interleave"},
+    # The same mistake written inline in the module (its own repeat_kv is correct).
+    {"cell": "GroupedQueryAttention",
+     "old": "k, v = repeat_kv(k, self.n_rep), repeat_kv(v, self.n_rep)",
+     "new": "k, v = k.repeat(1, self.n_rep, 1, 1), v.repeat(1, self.n_rep, 1, 1)",
+     "exercise": "GroupedQueryAttention", "mistake": "repeat (tiling) instead of repeat_interleave"},
+    # The cache grows in heads instead of in length.
+    {"cell": "KVCache",
+     "old": "            self.k = torch.cat([self.k, k_new], dim=2)  # the sequence axis\n"
+            "            self.v = torch.cat([self.v, v_new], dim=2)",
+     "new": "            self.k = torch.cat([self.k, k_new], dim=1)\n"
+            "            self.v = torch.cat([self.v, v_new], dim=1)",
+     "exercise": "KVCache", "mistake": "cache concatenated on the wrong dim"},
+    # The cache is written but never read: the new query sees only its own key and value.
+    {"cell": "GroupedQueryAttention",
+     "old": "            k, v = cache.update(k, v)  # (B, h_kv, Lk, d_k): every token so far",
+     "new": "            cache.update(k, v)",
+     "exercise": "KVCache", "mistake": "new query attends only to itself"},
+    # Every call rotates its tokens as if the sequence started there.
+    {"cell": "GroupedQueryAttention",
+     "old": "start = len(cache) if cache is not None else 0",
+     "new": "start = 0",
+     "exercise": "KVCache", "mistake": "positions restarting at 0"},
+    {"cell": "kv_cache_bytes", "old": "return 2 * num_layers * batch_size", "new": "return num_layers * batch_size",
+     "exercise": "kv_cache_bytes", "mistake": "bytes without the factor 2 (K and V)"},
+    {"cell": "kv_cache_bytes", "old": "return 2 * num_layers * batch_size", "new": "return 2 * batch_size",
+     "exercise": "kv_cache_bytes", "mistake": "bytes without the layer count"},
+]
+
+# Correct answers written differently: all applied together, they must keep full marks.
+VARIANTS = [
+    # Hugging Face's repeat_kv: a broadcast view, copied once by reshape
+    {"cell": "repeat_kv",
+     "old": "    return x.repeat_interleave(n_rep, dim=1)  # (B, h_kv * n_rep, L, d_k): 0, 0, ..., 1, 1, ...",
+     "new": "    B, h_kv, L, d = x.shape\n"
+            "    return x[:, :, None, :, :].expand(B, h_kv, n_rep, L, d).reshape(B, h_kv * n_rep, L, d)"},
+    # the attention through PyTorch's SDPA with enable_gqa (the weights computed beside it), positions from
+    # the returned cache instead of len(cache)
+    {"cell": "GroupedQueryAttention",
+     "old": "        k, v = repeat_kv(k, self.n_rep), repeat_kv(v, self.n_rep)  # (B, h, Lk, d_k)\n"
+            "        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)  # (B, h, L, Lk)\n"
+            "        if mask is not None:\n"
+            "            scores = scores.masked_fill(~mask, float(\"-inf\"))\n"
+            "        weights = torch.softmax(scores, dim=-1)  # (B, h, L, Lk)\n"
+            "        heads = weights @ v  # (B, h, L, d_k)",
+     "new": "        heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)\n"
+            "        g = q.view(B, self.num_kv_heads, self.n_rep, L, self.d_k)  # queries by group\n"
+            "        scores = torch.einsum('bgrqd,bgkd->bgrqk', g, k).flatten(1, 2) * self.d_k ** -0.5\n"
+            "        if mask is not None:\n"
+            "            scores = scores.masked_fill(mask.logical_not(), torch.finfo(scores.dtype).min)\n"
+            "        weights = scores.softmax(dim=-1)"},
+    # a preallocated buffer that doubles when full, returning views of the filled part
+    {"cell": "KVCache",
+     "old": "        self.k: torch.Tensor | None = None\n        self.v: torch.Tensor | None = None",
+     "new": "        self.k = self.v = None\n        self.n = 0"},
+    {"cell": "KVCache", "old": "        return 0 if self.k is None else self.k.shape[2]",
+     "new": "        return self.n"},
+    {"cell": "KVCache",
+     "old": "        if self.k is None:\n"
+            "            self.k, self.v = k_new, v_new\n"
+            "        else:\n"
+            "            self.k = torch.cat([self.k, k_new], dim=2)  # the sequence axis\n"
+            "            self.v = torch.cat([self.v, v_new], dim=2)\n"
+            "        return self.k, self.v",
+     "new": "        B, h, L, d = k_new.shape\n"
+            "        if self.k is None or self.n + L > self.k.shape[2]:\n"
+            "            size = max(16, 2 * (self.n + L))\n"
+            "            k_buf = k_new.new_zeros(B, h, size, d)\n"
+            "            v_buf = v_new.new_zeros(B, h, size, d)\n"
+            "            if self.k is not None:\n"
+            "                k_buf[:, :, :self.n] = self.k[:, :, :self.n]\n"
+            "                v_buf[:, :, :self.n] = self.v[:, :, :self.n]\n"
+            "            self.k, self.v = k_buf, v_buf\n"
+            "        self.k[:, :, self.n:self.n + L] = k_new\n"
+            "        self.v[:, :, self.n:self.n + L] = v_new\n"
+            "        self.n += L\n"
+            "        return self.k[:, :, :self.n], self.v[:, :, :self.n]"},
+    {"cell": "kv_cache_bytes",
+     "old": "    element = torch.tensor([], dtype=dtype).element_size()  # bytes per number",
+     "new": "    info = torch.finfo(dtype) if dtype.is_floating_point else torch.iinfo(dtype)\n"
+            "    element = info.bits // 8"},
+]
