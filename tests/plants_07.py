@@ -60,5 +60,6 @@ VARIANTS = [
     # exp2 with log2(e), as the Triton tutorial writes it, and blocks of 32
     {"cell": "flash_attention_triton", "old": "p = tl.exp(s - m_new[:, None])",
      "new": "p = tl.exp2((s - m_new[:, None]) * 1.4426950408889634)"},
-    {"cell": "flash_attention_triton", "old": "block = 64 if q.is_cuda else 16", "new": "block = 64 if q.is_cuda else 32"},
+    {"cell": "flash_attention_triton", "old": "block = 64 if q.is_cuda else 16",
+     "new": "block = 64 if q.is_cuda else 32"},
 ]
