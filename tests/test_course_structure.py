@@ -22,7 +22,8 @@ CONTRACT = {
     "04_multi_head_attention": ["split_heads", "merge_heads", "MultiHeadAttention", "mha_parameter_count"],
     "05_positional_encoding": ["sinusoidal_encoding", "offset_rotation", "PositionalEncoding", "apply_rope"],
     "06_grouped_query_attention": ["repeat_kv", "GroupedQueryAttention", "KVCache", "kv_cache_bytes"],
-    "07_flash_attention": ["online_softmax", "flash_attention"],
+    "07_flash_attention": ["online_softmax", "flash_attention", "hbm_traffic", "FlashAttentionFunction",
+                           "flash_attention_triton"],
 }
 
 

@@ -1,0 +1,495 @@
+"""Hidden tests of 07_flash_attention: blockwise references, the IO model, gradients, memory, known mistakes."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from utils.grading import TOLERANCE, CheckFailure, Mistake, peak_memory
+
+NOTEBOOK = "07_flash_attention"
+ONLINE = "3. Online softmax"
+TILING = "4. Tiling: attention one block at a time"
+LSE = "5. The logsumexp: what the backward pass needs"
+CAUSAL = "6. Causal attention: skipping whole blocks"
+IO = "7. An IO-cost model"
+BACKWARD = "9. The backward pass: recompute, don't store"
+
+# -- the catalogue of known mistakes (section names are the notebook's headings) -----------------------
+SUM_NOT_RESCALED = Mistake(
+    "running sum not rescaled when the max grows",
+    "when a block raises the running max from m to m', the sum collected so far is a sum of exp(x - m) and "
+    "must be multiplied by exp(m - m') before the new block's exp(x - m') terms are added; yours adds them "
+    "to the stale sum, so rows whose max arrives late come out wrong",
+    ONLINE,
+)
+NO_RESCALE = Mistake(
+    "old output not rescaled when the max grows",
+    "everything accumulated before a block that raises the running max (the sum l and the output O) was "
+    "weighted with exp(s - m_old); both must be multiplied by exp(m_old - m_new) before the new block is "
+    "added, otherwise early and late keys are weighted on different scales",
+    TILING,
+)
+SUM_ONLY = Mistake(
+    "sum rescaled but output not",
+    "the running sum l is multiplied by exp(m_old - m_new) when the max grows, but the output accumulator O "
+    "is not: O and l then disagree about the scale of the early keys, and O / l over-weights them",
+    TILING,
+)
+CAUSAL_OFF_BY_ONE = Mistake(
+    "causal block skipping off by one",
+    "for the query block [q_start, q_end) the key blocks to visit are those that start before q_end (the "
+    "last query of the block may see keys up to q_end - 1), the diagonal block included, with the mask "
+    "applied inside it; your loop stops one block (or one key) early, so queries miss their own key or "
+    "the whole diagonal block, and the first rows have nothing to attend to (0 / 0 = NaN)",
+    CAUSAL,
+)
+TAIL_DROPPED = Mistake(
+    "tail block dropped",
+    "when the length is not a multiple of the block size, the last block is shorter but still there: "
+    "range(0, L, block) visits it, range(0, L - block + 1, block) or L // block blocks do not, and "
+    "the last keys (or queries) are silently left out",
+    TILING,
+)
+LSE_NO_MAX = Mistake(
+    "logsumexp without the max",
+    "the running sum l is a sum of exp(s - m), so log(l) is the logsumexp of the scores shifted by m; "
+    "the logsumexp of the scores themselves is m + log(l)",
+    LSE,
+)
+NO_ROW_TERM = Mistake(
+    "softmax gradient without the row term D",
+    "the softmax's Jacobian gives dS = P * (dP - D) with D = rowsum(dO * O) (= rowsum(P * dP)), one number "
+    "per query; dropping D leaves dV right but dQ and dK wrong",
+    BACKWARD,
+)
+
+NEG_INF = float("-inf")
+
+
+# -- reference implementations (float64 inside; instructor side only) -----------------------------------
+def reference_softmax(x: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(x.double(), dim=-1).to(x.dtype)
+
+
+def online_softmax_variant(x: torch.Tensor, block_size: int, *, rescale: bool = True, full_blocks: bool = False):
+    """Streaming softmax with a mistake switched on (rescale=False, or only full blocks visited)."""
+    xd = x.double()
+    L = xd.shape[-1]
+    m = torch.full(xd.shape[:-1], NEG_INF, dtype=torch.float64)
+    l = torch.zeros(xd.shape[:-1], dtype=torch.float64)
+    stop = L - block_size + 1 if full_blocks else L
+    for start in range(0, max(stop, 0), block_size):
+        block = xd[..., start:start + block_size]
+        m_new = torch.maximum(m, block.amax(dim=-1))
+        shift = m_new.masked_fill(m_new == NEG_INF, 0.0)
+        old = l * torch.exp(m - shift) if rescale else l
+        l = old + torch.exp(block - shift[..., None]).sum(dim=-1)
+        m = m_new
+    return (torch.exp(xd - m[..., None]) / l[..., None]).to(x.dtype)
+
+
+def scaled_scores(q: torch.Tensor, k: torch.Tensor, causal: bool) -> torch.Tensor:
+    s = q.double() @ k.double().transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., Lq, Lk)
+    if causal:
+        Lq, Lk = s.shape[-2:]
+        s = s.masked_fill(torch.ones(Lq, Lk, dtype=torch.bool).triu(1), NEG_INF)  # top-left: key j <= query i
+    return s
+
+
+def reference_attention(q, k, v, causal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """The exact answer: (output, logsumexp of the scaled, masked scores), in q's dtype."""
+    s = scaled_scores(q, k, causal)
+    out = torch.softmax(s, dim=-1) @ v.double()
+    return out.to(q.dtype), torch.logsumexp(s, dim=-1).to(q.dtype)
+
+
+def flash_variant(q, k, v, bq: int, bk: int, causal: bool = False, *, rescale_sum: bool = True,
+                  rescale_out: bool = True, stop: str = "q_end", full_k: bool = False, full_q: bool = False,
+                  lse_max: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """The blockwise algorithm with one of the catalogued mistakes switched on (zeros where a row is skipped)."""
+    qd, kd, vd = q.double(), k.double(), v.double()
+    Lq, Lk, d = qd.shape[-2], kd.shape[-2], qd.shape[-1]
+    out = torch.zeros(*qd.shape[:-1], vd.shape[-1], dtype=torch.float64)
+    lse = torch.zeros(qd.shape[:-1], dtype=torch.float64)
+    q_stop = Lq - bq + 1 if full_q else Lq
+    for qs in range(0, max(q_stop, 0), bq):
+        qe = min(qs + bq, Lq)
+        qb = qd[..., qs:qe, :] / math.sqrt(d)
+        m = torch.full(qb.shape[:-1], NEG_INF, dtype=torch.float64)
+        l = torch.zeros(qb.shape[:-1], dtype=torch.float64)
+        acc = torch.zeros(*qb.shape[:-1], vd.shape[-1], dtype=torch.float64)
+        kv_stop = {"q_end": min(Lk, qe), "q_start": min(Lk, qs), "q_end-1": min(Lk, qe - 1)}[stop] if causal else Lk
+        k_stop = kv_stop - bk + 1 if full_k else kv_stop
+        rows = torch.arange(qs, qe)[:, None]
+        for ks in range(0, max(k_stop, 0), bk):
+            ke = min(ks + bk, Lk)
+            s = qb @ kd[..., ks:ke, :].transpose(-2, -1)
+            if causal:
+                s = s.masked_fill(torch.arange(ks, ke)[None, :] > rows, NEG_INF)
+            m_new = torch.maximum(m, s.amax(dim=-1))
+            alpha = torch.exp(m - m_new)
+            p = torch.exp(s - m_new[..., None])
+            l = (alpha * l if rescale_sum else l) + p.sum(dim=-1)
+            acc = (alpha[..., None] * acc if rescale_out else acc) + p @ vd[..., ks:ke, :]
+            m = m_new
+        out[..., qs:qe, :] = acc / l[..., None]
+        lse[..., qs:qe] = (m + torch.log(l)) if lse_max else torch.log(l)
+    return out.to(q.dtype), lse.to(q.dtype)
+
+
+def reference_hbm_traffic(N: int, d: int, sram_bytes: int, element_bytes: int = 4, *, ceil: bool = True):
+    M = sram_bytes // element_bytes
+    rows = M // (4 * d)
+    if rows < 1:
+        raise ValueError("SRAM too small")
+    blocks = -(-N // rows) if ceil else N // rows
+    standard = 4 * N * d + 4 * N * N
+    tiled = N * d + 2 * N * d * blocks + N * d + N
+    return standard, tiled
+
+
+def reference_grads(q, k, v, grad_out, causal: bool, *, row_term: bool = True):
+    """(dq, dk, dv) of sum(attention(q, k, v) * grad_out), in float64, cast back to q's dtype."""
+    qd, kd, vd = (t.detach().double() for t in (q, k, v))
+    g = grad_out.detach().double()
+    s = scaled_scores(qd, kd, causal)
+    p = torch.softmax(s, dim=-1)
+    o = p @ vd
+    dv = p.transpose(-2, -1) @ g
+    dp = g @ vd.transpose(-2, -1)
+    D = (g * o).sum(dim=-1, keepdim=True) if row_term else 0.0
+    ds = p * (dp - D) / math.sqrt(qd.shape[-1])
+    dq, dk = ds @ kd, ds.transpose(-2, -1) @ qd
+    return tuple(t.to(q.dtype) for t in (dq, dk, dv))
+
+
+# -- helpers -----------------------------------------------------------------------------------------------
+def _nearest(actual: Any, candidates: list[torch.Tensor]) -> torch.Tensor:
+    """The candidate closest to `actual` (one catalogue entry standing for several ways to make a mistake)."""
+    best, best_diff = candidates[0], math.inf
+    if isinstance(actual, torch.Tensor):
+        for cand in candidates:
+            if cand.shape == actual.shape and cand.dtype == actual.dtype:
+                diff = float((actual.detach().double() - cand.double()).abs().nan_to_num(nan=math.inf).max())
+                if diff < best_diff:
+                    best, best_diff = cand, diff
+    return best
+
+
+def _close(check: Any, actual: Any, expected: torch.Tensor, what: str,
+           wrong: Callable[[], dict[Mistake, torch.Tensor]] | None = None, **tolerance: float) -> None:
+    """check.close, computing the known wrong answers (slow: many small blockwise runs) only for a wrong answer."""
+    tol = {**TOLERANCE, **tolerance}
+    right = (isinstance(actual, torch.Tensor) and actual.shape == expected.shape and actual.dtype == expected.dtype
+             and torch.allclose(actual.detach(), expected, equal_nan=True, **tol))
+    check.close(actual, expected, what, mistakes=None if right or wrong is None else wrong(), **tolerance)
+
+
+def _pair(result: Any, what: str) -> tuple[Any, Any]:
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise CheckFailure(f"{what} should return a tuple (output, logsumexp), got {type(result).__name__}.")
+    return result
+
+
+def _flash_mistakes(actual: Any, q, k, v, bq, bk, causal, part: int) -> dict[Mistake, torch.Tensor]:
+    """The known wrong outputs (part 0) or logsumexps (part 1) for these inputs and block sizes."""
+    run = lambda **kw: flash_variant(q, k, v, bq, bk, causal, **kw)[part]  # noqa: E731
+    wrong = {
+        NO_RESCALE: run(rescale_sum=False, rescale_out=False),
+        SUM_ONLY: run(rescale_out=False),
+        TAIL_DROPPED: _nearest(actual, [run(full_k=True), run(full_q=True), run(full_k=True, full_q=True)]),
+    }
+    if causal:
+        wrong[CAUSAL_OFF_BY_ONE] = _nearest(actual, [run(stop="q_start"), run(stop="q_end-1")])
+    if part == 1:
+        wrong[LSE_NO_MAX] = run(lse_max=False)
+    return wrong
+
+
+def _kernel_peak(owner: Any, action: Callable[[], Any]) -> int:
+    """Peak resident memory added while `action` runs, in the process that holds `owner` (the learner's)."""
+    worker = getattr(owner, "_attn_worker", None)  # set only on the grader's proxies for the learner's objects
+    if worker is not None:
+        before = worker._reset_peak()
+        action()
+        return max(0, worker._status_kib("VmHWM") - before) * 1024
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        before = _status_kib("VmRSS")
+    except OSError:  # not Linux: nothing to measure with
+        action()
+        return 0
+    action()
+    return max(0, _status_kib("VmHWM") - before) * 1024
+
+
+def _allow(check: Any, seconds: float) -> None:
+    """Give this exercise more wall-clock time while grading (a live Checker has no such limit to raise)."""
+    extend = getattr(check, "set_time_limit", None)
+    if extend is not None:
+        extend(seconds)
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise KeyError(field)
+
+
+# -- reference tensors on inputs the learner never sees ---------------------------------------------------
+SOFTMAX_BLOCKS = (1, 4, 7, 40)
+FLASH_CASES = (  # name, (B, h, Lq, Lk, d, d_v), block_size_q, block_size_k, causal
+    ("a", (2, 3, 21, 13, 16, 12), 4, 5, False),
+    ("b", (2, 2, 19, 19, 8, 8), 8, 3, True),
+    ("c", (1, 2, 11, 26, 8, 6), 3, 4, True),
+)
+
+
+def make_references() -> dict[str, torch.Tensor]:
+    """Inputs the learner never sees and the expected outputs; `attn references` stores them."""
+    g = torch.Generator().manual_seed(7007)
+    refs: dict[str, torch.Tensor] = {}
+    x = torch.randn(3, 5, 23, generator=g) * 6
+    x[0, 0, 17:] += 40.0  # this row's max arrives in its last blocks
+    refs["online_softmax.x"] = x
+    refs["online_softmax.out"] = reference_softmax(x)
+    for name, (B, h, Lq, Lk, d, dv), _, _, causal in FLASH_CASES:
+        q = torch.randn(B, h, Lq, d, generator=g) * 2
+        k = torch.randn(B, h, Lk, d, generator=g) * 2
+        v = torch.randn(B, h, Lk, dv, generator=g)
+        out, lse = reference_attention(q, k, v, causal)
+        refs.update({f"flash.{name}.q": q, f"flash.{name}.k": k, f"flash.{name}.v": v,
+                     f"flash.{name}.out": out, f"flash.{name}.lse": lse})
+    return refs
+
+
+# -- hidden tests ------------------------------------------------------------------------------------------
+def _softmax_mistakes(x: torch.Tensor, b: int) -> dict[Mistake, torch.Tensor]:
+    return {SUM_NOT_RESCALED: online_softmax_variant(x, b, rescale=False),
+            TAIL_DROPPED: online_softmax_variant(x, b, full_blocks=True)}
+
+
+def test_online_softmax(check, refs, online_softmax):
+    x = refs["online_softmax.x"]
+    for b in SOFTMAX_BLOCKS:
+        with check(f"matches torch.softmax on hidden (3, 5, 23) inputs, block_size={b}", weight=2 if b == 4 else 1):
+            _close(check, online_softmax(x, b), refs["online_softmax.out"], f"online_softmax(x, {b})",
+                   lambda: _softmax_mistakes(x, b), atol=1e-6)
+    with check("fresh inputs: every block size from 1 to beyond the length, a max that arrives late"):
+        x = torch.randn(2, 11) * 3
+        x[1, -1] = 30.0
+        for b in (1, 2, 3, 5, 10, 11, 12, 100):
+            _close(check, online_softmax(x, b), reference_softmax(x), f"online_softmax(x, {b})",
+                   lambda: _softmax_mistakes(x, b), atol=1e-6)
+    with check("no overflow: scores around 1000 and -1000"):
+        x = torch.randn(4, 9) + torch.tensor([[1000.0], [-1000.0], [0.0], [500.0]])
+        check.close(online_softmax(x, 4), reference_softmax(x), "online_softmax(x, 4)", atol=1e-6)
+    with check("-inf entries (masked) get probability 0, also when a whole first block is -inf"):
+        x = torch.randn(3, 10)
+        x[0, :4] = NEG_INF
+        x[1, ::3] = NEG_INF
+        x[2, 5:] = NEG_INF
+        check.close(online_softmax(x, 4), reference_softmax(x), "online_softmax(x, 4)", atol=1e-6)
+    with check("keeps the dtype: float64 in, float64 out"):
+        x = torch.randn(5, 6, dtype=torch.float64)
+        out = online_softmax(x, 4)
+        check.close(out, torch.softmax(x, -1), "online_softmax(float64 x, 4)", atol=1e-12, rtol=1e-10)
+
+
+def test_flash_attention(check, refs, flash_attention):
+    _allow(check, 25)  # a Python loop over blocks, at Lq = Lk = 4096 in the memory check
+    for name, _, bq, bk, causal in FLASH_CASES:
+        q, k, v = refs[f"flash.{name}.q"], refs[f"flash.{name}.k"], refs[f"flash.{name}.v"]
+        label = f"hidden (B, h, Lq, Lk) = {tuple(q.shape[:2]) + (q.shape[-2], k.shape[-2])}, blocks ({bq}, {bk})" + \
+            (", causal" if causal else "")
+        with check(f"output matches the reference: {label}", weight=2):
+            out, _ = _pair(flash_attention(q, k, v, bq, bk, causal), "flash_attention")
+            _close(check, out, refs[f"flash.{name}.out"], "output",
+                   lambda: _flash_mistakes(out, q, k, v, bq, bk, causal, 0), atol=1e-5)
+        with check(f"logsumexp matches torch.logsumexp of the scaled scores: {label}"):
+            _, lse = _pair(flash_attention(q, k, v, bq, bk, causal), "flash_attention")
+            _close(check, lse, refs[f"flash.{name}.lse"], "logsumexp",
+                   lambda: _flash_mistakes(lse, q, k, v, bq, bk, causal, 1), atol=1e-5)
+    fresh = (  # (B, h, Lq, Lk, d, d_v), bq, bk, causal
+        ((1, 2, 9, 9, 8, 8), 1, 1, False),
+        ((1, 2, 9, 9, 8, 8), 1, 1, True),
+        ((2, 1, 17, 17, 16, 16), 3, 5, True),
+        ((2, 1, 14, 29, 8, 4), 4, 6, True),
+        ((2, 1, 29, 14, 8, 4), 6, 4, True),
+        ((1, 3, 20, 12, 8, 8), 64, 64, True),
+        ((1, 3, 20, 12, 8, 8), 64, 64, False),
+        ((2, 2, 32, 48, 16, 8), 16, 16, False),
+    )
+    for (B, h, Lq, Lk, d, dv), bq, bk, causal in fresh:
+        label = f"Lq={Lq}, Lk={Lk}, blocks ({bq}, {bk})" + (", causal" if causal else "")
+        with check(f"fresh inputs, {label}: output and logsumexp"):
+            q, k, v = torch.randn(B, h, Lq, d) * 2, torch.randn(B, h, Lk, d) * 2, torch.randn(B, h, Lk, dv)
+            out, lse = _pair(flash_attention(q, k, v, bq, bk, causal), "flash_attention")
+            exp_out, exp_lse = reference_attention(q, k, v, causal)
+            _close(check, out, exp_out, "output", lambda: _flash_mistakes(out, q, k, v, bq, bk, causal, 0), atol=1e-5)
+            _close(check, lse, exp_lse, "logsumexp", lambda: _flash_mistakes(lse, q, k, v, bq, bk, causal, 1),
+                   atol=1e-5)
+    with check("equals torch's F.scaled_dot_product_attention (3-D inputs, causal, non-divisible blocks)"):
+        q, k, v = torch.randn(3, 23, 16), torch.randn(3, 23, 16), torch.randn(3, 23, 16)
+        out, _ = _pair(flash_attention(q, k, v, 5, 7, True), "flash_attention")
+        check.close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True), "output", atol=1e-5)
+    with check("large scores (q and k times 30): no overflow, no NaN"):
+        q, k, v = torch.randn(1, 12, 8) * 30, torch.randn(1, 12, 8) * 30, torch.randn(1, 12, 8)
+        out, lse = _pair(flash_attention(q, k, v, 4, 4, False), "flash_attention")
+        exp_out, exp_lse = reference_attention(q, k, v)
+        check.close(out, exp_out, "output", atol=1e-4)
+        check.close(lse, exp_lse, "logsumexp", atol=1e-3)
+    with check("keeps the dtype: float64 in, float64 out (output and logsumexp)"):
+        q, k, v = (torch.randn(2, 10, 8, dtype=torch.float64) for _ in range(3))
+        out, lse = _pair(flash_attention(q, k, v, 3, 4, True), "flash_attention")
+        exp_out, exp_lse = reference_attention(q, k, v, True)
+        check.close(out, exp_out, "output", atol=1e-10, rtol=1e-8)
+        check.close(lse, exp_lse, "logsumexp", atol=1e-10, rtol=1e-8)
+    with check("never materialises an Lq x Lk matrix: peak memory at Lq = Lk = 4096 (blocks of 512)", weight=2):
+        N, d = 4096, 16
+        q, k, v = (torch.randn(1, N, d) for _ in range(3))
+        result, peak = peak_memory(flash_attention, q, k, v, 512, 512, True)
+        out, _ = _pair(result, "flash_attention")
+        check.shape(out, (1, N, d), "output")
+        full = N * N * 4  # one float32 (Lq, Lk) matrix: 64 MiB
+        # Resident memory also holds allocator leftovers (tens of MiB with two threads); one whole matrix is the line.
+        check.true(peak < full, f"flash_attention(q, k, v, 512, 512, causal=True) at Lq = Lk = {N} raised the "
+                   f"process's peak memory by {peak / 2**20:.0f} MiB; one {N} x {N} float32 matrix is "
+                   f"{full / 2**20:.0f} MiB and a tiled pass needs only a few (512 x 512) blocks. Is a full score "
+                   "matrix, a full mask or a full-size temporary built somewhere?")
+
+
+def test_hbm_traffic(check, refs, hbm_traffic):
+    cases = (  # N, d, sram_bytes, element_bytes (None: the default, 4)
+        (1024, 64, 4 * 4 * 64 * 16, None),  # 16 query rows per block, 64 blocks
+        (1000, 64, 4 * 4 * 64 * 16, None),  # 62.5 blocks: the last one is partial
+        (4096, 128, 192 * 1024, 2),  # A100's shared memory per SM, fp16
+        (300, 32, 2**20, None),  # SRAM larger than the whole problem: one block
+        (7, 3, 4 * 4 * 3 * 2, None),
+    )
+    for N, d, sram, eb in cases:
+        with check(f"hbm_traffic({N}, {d}, {sram}" + (f", element_bytes={eb})" if eb else ")")):
+            got = hbm_traffic(N, d, sram) if eb is None else hbm_traffic(N, d, sram, element_bytes=eb)
+            expected = reference_hbm_traffic(N, d, sram, eb or 4)
+            check.true(isinstance(got, tuple) and len(got) == 2, "hbm_traffic should return (standard, tiled).")
+            standard, tiled = got
+            check.true(standard == expected[0], f"standard = {standard} is not the model's count of elements read "
+                       "and written (Q, K read; S written, read; P written, read with V; O written).")
+            floor = reference_hbm_traffic(N, d, sram, eb or 4, ceil=False)[1]
+            check.true(tiled == expected[1], f"tiled = {tiled} is not the model's count for these sizes.",
+                       TAIL_DROPPED if tiled == floor != expected[1] else None)
+    with check("grows like N^2 d^2 / M: doubling N quadruples the tiled traffic's N^2 part, doubling M halves it"):
+        base = hbm_traffic(8192, 64, 2**17)[1] - 2 * 8192 * 64 - 8192  # 2Nd * T_r: K and V, once per query block
+        check.true(hbm_traffic(16384, 64, 2**17)[1] - 2 * 16384 * 64 - 16384 == 4 * base,
+                   "doubling N should multiply the re-read part of the tiled traffic by 4.")
+        check.true(hbm_traffic(8192, 64, 2**18)[1] - 2 * 8192 * 64 - 8192 == base // 2,
+                   "doubling the SRAM should halve the re-read part of the tiled traffic.")
+    with check("an SRAM too small for one query row of Q, O, K and V raises ValueError"):
+        try:
+            hbm_traffic(1024, 64, 4 * 64 * 4 - 4)
+            raised = False
+        except ValueError:
+            raised = True
+        check.true(raised, "hbm_traffic(1024, 64, 1020) should raise ValueError: 255 float32 elements of SRAM "
+                   "cannot hold one row each of Q, O, K and V (4 * 64 elements).")
+
+
+def test_FlashAttentionFunction(check, refs, FlashAttentionFunction):
+    _allow(check, 25)
+    cases = (  # (B, h, Lq, Lk, d, d_v), causal, bq, bk
+        ((1, 2, 12, 12, 8, 8), False, 4, 4),
+        ((2, 1, 13, 21, 8, 6), True, 4, 5),
+        ((2, 1, 21, 13, 8, 6), True, 5, 3),
+        ((1, 1, 7, 7, 4, 4), True, 1, 1),
+        ((1, 2, 10, 9, 8, 8), False, 32, 32),
+    )
+    for (B, h, Lq, Lk, d, dv), causal, bq, bk in cases:
+        label = f"Lq={Lq}, Lk={Lk}, blocks ({bq}, {bk})" + (", causal" if causal else "")
+        with check(f"forward output and dq, dk, dv equal autograd through the plain formula: {label}", weight=2):
+            q = (torch.randn(B, h, Lq, d) * 2).requires_grad_()
+            k = (torch.randn(B, h, Lk, d) * 2).requires_grad_()
+            v = torch.randn(B, h, Lk, dv).requires_grad_()
+            out = FlashAttentionFunction.apply(q, k, v, causal, bq, bk)
+            exp_out, _ = reference_attention(q.detach(), k.detach(), v.detach(), causal)
+            if isinstance(out, torch.Tensor) and out.shape == exp_out.shape and not torch.allclose(
+                    out.detach(), exp_out, atol=1e-5, rtol=1e-4):
+                raise CheckFailure("the forward output is wrong (does forward call your flash_attention? fix that "
+                                   "exercise first), so the gradients cannot be right either.")
+            check.close(out, exp_out, "forward output", atol=1e-5)
+            check.true(out.requires_grad, "the output does not require grad: return it from forward as computed "
+                       "(not detached), and call FlashAttentionFunction.apply, not forward.")
+            grad = torch.randn_like(out)
+            out.backward(grad)
+            expected = reference_grads(q, k, v, grad, causal)
+            wrong = reference_grads(q, k, v, grad, causal, row_term=False)
+            for name, t, e, w in zip(("dq", "dk", "dv"), (q, k, v), expected, wrong):
+                check.true(t.grad is not None, f"{name} is None: backward must return a gradient for q, k and v.")
+                _close(check, t.grad, e, name, lambda: {NO_ROW_TERM: w}, atol=1e-4, rtol=1e-3)
+    with check("backward recomputes blockwise: peak memory at Lq = Lk = 4096 (blocks of 512)", weight=2):
+        N, d = 4096, 16
+        q, k, v = (torch.randn(1, N, d).requires_grad_() for _ in range(3))
+        apply = FlashAttentionFunction.apply
+        out, peak_fwd = peak_memory(apply, q, k, v, False, 512, 512)
+        check.shape(out, (1, N, d), "forward output")
+        full = N * N * 4
+        check.true(peak_fwd < full, f"the forward pass raised the peak memory by {peak_fwd / 2**20:.0f} MiB (one "
+                   f"{N} x {N} float32 matrix is {full / 2**20:.0f} MiB): save q, k, v, the output and the "
+                   "logsumexp, never the attention matrix.")
+        peak_bwd = _kernel_peak(FlashAttentionFunction, lambda: out.backward(torch.randn(1, N, d)))
+        check.true(peak_bwd < full, f"the backward pass raised the peak memory by {peak_bwd / 2**20:.0f} MiB "
+                   f"(one {N} x {N} float32 matrix is {full / 2**20:.0f} MiB): recompute P block by block from "
+                   "the saved logsumexp instead of building the whole matrix.")
+        check.true(q.grad is not None and q.grad.shape == q.shape, "no gradient for q came back.")
+
+
+def _triton_mistakes(actual: Any, q, k, v, causal) -> dict[Mistake, torch.Tensor]:
+    """Known wrong outputs for the block sizes a kernel is likely to use (the grader cannot see yours)."""
+    sizes = (16, 32, 64, 128)
+    run = lambda b, **kw: flash_variant(q, k, v, b, b, causal, **kw)[0]  # noqa: E731
+    wrong = {
+        NO_RESCALE: _nearest(actual, [run(b, rescale_sum=False, rescale_out=False) for b in sizes]),
+        SUM_ONLY: _nearest(actual, [run(b, rescale_out=False) for b in sizes]),
+    }
+    if causal:
+        wrong[CAUSAL_OFF_BY_ONE] = _nearest(actual, [run(b, stop=s) for b in sizes for s in ("q_start", "q_end-1")])
+    return wrong
+
+
+def test_flash_attention_triton(check, refs, flash_attention_triton):
+    _allow(check, 30)  # Triton's interpreter runs every program instance in numpy
+    cases = (  # shape of q, Lk, causal
+        ((1, 2, 64, 32), 64, False),
+        ((2, 1, 37, 16), 29, False),
+        ((1, 2, 48, 16), 48, True),
+        ((1, 1, 40, 32), 70, True),
+        ((1, 1, 70, 16), 40, True),
+    )
+    for shape, Lk, causal in cases:
+        *lead, Lq, d = shape
+        with check(f"matches the reference: q {tuple(shape)}, Lk={Lk}" + (", causal" if causal else ""),
+                   weight=2 if shape[2] in (37, 40) else 1):
+            q, k, v = torch.randn(*shape), torch.randn(*lead, Lk, d), torch.randn(*lead, Lk, d)
+            out = flash_attention_triton(q, k, v, causal)
+            _close(check, out, reference_attention(q, k, v, causal)[0], "output",
+                   lambda: _triton_mistakes(out, q, k, v, causal), atol=1e-4, rtol=1e-3)
+    with check("a head size that is not a power of two (d = 24) and 3-D inputs (B, L, d)"):
+        q, k, v = torch.randn(2, 33, 24), torch.randn(2, 33, 24), torch.randn(2, 33, 24)
+        out = flash_attention_triton(q, k, v, True)
+        check.close(out, reference_attention(q, k, v, True)[0], "output", atol=1e-4, rtol=1e-3)
+
+
+HIDDEN_TESTS = {
+    "online_softmax": test_online_softmax,
+    "flash_attention": test_flash_attention,
+    "hbm_traffic": test_hbm_traffic,
+    "FlashAttentionFunction": test_FlashAttentionFunction,
+    "flash_attention_triton": test_flash_attention_triton,
+}
