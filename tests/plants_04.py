@@ -49,3 +49,16 @@ VARIANTS = [
     {"cell": "mha_parameter_count", "old": "return 4 * per_projection",
      "new": "return sum(n * d_model for n in (d_model, d_model, d_model, d_model)) + (4 * d_model if bias else 0)"},
 ]
+
+# Mistakes the catalogue does not know: the generic diagnosis (utils/diagnose.py) must say what they are.
+# Each is planted alone; the exercise loses points, no catalogued mistake is named, `diagnosis` is in its feedback.
+DIAGNOSED = [
+    {"cell": "split_heads", "old": "x.view(B, L, num_heads, D // num_heads).transpose(1, 2)",
+     "new": "x.view(B, L, num_heads, D // num_heads)",
+     "exercise": "split_heads", "diagnosis": "axes in another order"},
+    {"cell": "merge_heads", "old": "x.transpose(1, 2).reshape(B, L, h * d)",
+     "new": "x.permute(0, 2, 3, 1).reshape(B, L, h * d)",
+     "exercise": "merge_heads", "diagnosis": "merged in the opposite order"},
+    {"cell": "MultiHeadAttention", "old": "return output, weights", "new": "return output, weights.transpose(-1, -2)",
+     "exercise": "MultiHeadAttention", "diagnosis": "axes"},
+]

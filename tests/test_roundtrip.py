@@ -48,6 +48,20 @@ def test_planted_mistake_earns_partial_marks_and_is_named(assignment, plant, tmp
     assert plant["mistake"] in ex["feedback"]
 
 
+DIAGNOSED_CASES = [(a, m) for a in ASSIGNMENTS for m in getattr(plants(a), "DIAGNOSED", [])]
+
+
+@pytest.mark.parametrize(
+    "assignment, plant", DIAGNOSED_CASES, ids=[f"{a[:2]}-{m['exercise']}-{m['diagnosis']}" for a, m in DIAGNOSED_CASES]
+)
+def test_uncatalogued_mistake_gets_the_right_generic_diagnosis(assignment, plant, tmp_path):
+    result = by_id(attn_check(planted_copy(assignment, [plant], tmp_path)))
+    ex = result[plant["exercise"]]
+    assert ex["score"] < ex["max_score"], ex
+    assert ex["mistake"] is None, f"an uncatalogued mistake was given a catalogue name: {ex}"
+    assert "Diagnosis: " in ex["feedback"] and plant["diagnosis"] in ex["feedback"], ex["feedback"]
+
+
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_correct_answers_written_differently_keep_full_marks(assignment, tmp_path):
     variants = plants(assignment).VARIANTS

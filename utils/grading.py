@@ -41,6 +41,8 @@ from typing import Any
 
 import torch
 
+from .diagnose import diagnose
+
 #: Default tolerance for comparing float32 tensors, stated once for the whole course.
 TOLERANCE: dict[str, float] = {"rtol": 1e-4, "atol": 1e-5}
 #: Seconds one check may run before it is stopped (catches infinite loops); $ATTN_CHECK_TIME_LIMIT overrides.
@@ -242,18 +244,25 @@ class Checker:
             raise CheckFailure(f"{what} should be a torch.Tensor, got {type_name(actual)}.")
         actual = actual.detach()
         mistake = identify(actual, mistakes or {}, **tol)
+
+        def fail(message: str) -> None:
+            # No catalogued mistake matches: say what simple transformation of the right answer it is, if one
+            # explains all of it (utils.diagnose never quotes an expected value).
+            if mistake is None:
+                found = diagnose(actual, expected, rtol=tol["rtol"], atol=tol["atol"])
+                if found:
+                    message = f"{message} Diagnosis: {found}"
+            raise CheckFailure(message, mistake)
+
         if actual.shape != expected.shape:
-            raise CheckFailure(
-                f"{what} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}.", mistake
-            )
+            fail(f"{what} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}.")
         if actual.dtype != expected.dtype:
-            raise CheckFailure(f"{what} has dtype {actual.dtype}, expected {expected.dtype}.", mistake)
+            fail(f"{what} has dtype {actual.dtype}, expected {expected.dtype}.")
         bad_nan = torch.isnan(actual) & ~torch.isnan(expected)
         if bad_nan.any():
-            raise CheckFailure(
+            fail(
                 f"{what} contains NaN in {int(bad_nan.sum())} of {actual.numel()} entries "
-                "(inf − inf or 0/0 somewhere: an overflow, or a row with nothing to attend to?).",
-                mistake,
+                "(inf − inf or 0/0 somewhere: an overflow, or a row with nothing to attend to?)."
             )
         ok = torch.isclose(actual, expected, rtol=tol["rtol"], atol=tol["atol"], equal_nan=True)
         if not bool(ok.all()):
@@ -264,7 +273,7 @@ class Checker:
             )
             if not self._hidden and expected.numel() <= 16:
                 message += f" Got {_fmt(actual)}, expected {_fmt(expected)}."
-            raise CheckFailure(message, mistake)
+            fail(message)
 
     def shape(self, actual: Any, expected: tuple[int, ...], what: str = "output") -> None:
         """Fail unless `actual` is a tensor of shape `expected`."""

@@ -1,0 +1,113 @@
+"""utils.diagnose: each generic diagnosis on the mistake it describes, and silence where none explains the answer."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from utils.diagnose import diagnose
+from utils.grading import Checker, CheckFailure
+
+
+@pytest.fixture
+def x():
+    torch.manual_seed(0)
+    return torch.randn(2, 4, 6, 8)
+
+
+def test_axes_in_another_order(x):
+    assert "axes in another order" in diagnose(x.transpose(1, 2), x)
+    assert "axes in another order" in diagnose(x.permute(0, 2, 1, 3).reshape(2, 6, 4, 8), x)
+
+
+def test_same_shape_transposed():
+    s = torch.randn(3, 5, 5)
+    assert "axes 1 and 2 swapped" in diagnose(s.transpose(1, 2), s)
+
+
+def test_heads_and_features_interleaved():
+    # merge_heads with the view in the wrong order: (h, d) flattened as (d, h)
+    h, d = 4, 3
+    y = torch.randn(2, 5, h * d)
+    wrong = y.reshape(2, 5, h, d).transpose(-1, -2).reshape(2, 5, h * d)
+    message = diagnose(wrong, y)
+    assert "different order" in message and "merged in the opposite order" in message
+
+
+def test_rows_reversed_and_rolled():
+    y = torch.randn(6, 4)
+    assert "reversed" in diagnose(y.flip(0), y)
+    assert "roll" in diagnose(y.roll(2, 0), y)
+
+
+@pytest.mark.parametrize("factor, name", [(math.sqrt(64), "√64"), (1 / math.sqrt(16), "1/√16"), (2.0, "2"),
+                                          (-1.0, "−1"), (1 / 8, "1/8")])
+def test_constant_factor_is_named(x, factor, name):
+    message = diagnose(x * factor, x)
+    assert "multiplied by" in message and name in message
+
+
+def test_constant_shift(x):
+    assert "plus a constant 0.5" in diagnose(x + 0.5, x)
+
+
+def test_some_rows_wrong(x):
+    wrong = x.clone()
+    wrong[..., -1, :] = 0.0
+    message = diagnose(wrong, x)
+    assert "rows of your output are right" in message and "wrong" in message
+
+
+def test_wrong_dtype_right_values(x):
+    assert "dtype is torch.float64" in diagnose(x.double(), x)
+
+
+def test_broadcast_shape(x):
+    e = torch.randn(3, 5)[:, :1].expand(3, 5).contiguous()  # equal columns: (3, 1) broadcasts to it
+    assert "once broadcast" in diagnose(e[:, :1], e)
+
+
+def test_non_finite_rows():
+    e = torch.softmax(torch.randn(4, 5), -1)
+    a = e.clone()
+    a[2] = float("nan")
+    message = diagnose(a, e)
+    assert "NaN in 1 of 4 rows" in message and "whole rows" in message
+
+
+def test_boolean_masks():
+    causal = torch.ones(5, 5, dtype=torch.bool).tril()
+    assert "opposite" in diagnose(~causal, causal)
+    assert "transposed" in diagnose(causal.T, causal)
+    assert "diagonal" in diagnose(torch.ones(5, 5, dtype=torch.bool).tril(-1), causal)
+    window = causal & ~torch.ones(5, 5, dtype=torch.bool).tril(-3)
+    off_by_one = causal & ~torch.ones(5, 5, dtype=torch.bool).tril(-2)
+    assert "off-by-one" in diagnose(off_by_one, window)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_no_diagnosis_for_an_unrelated_answer(seed):
+    torch.manual_seed(seed)
+    e = torch.randn(3, 4, 5)
+    assert diagnose(torch.randn(3, 4, 5), e) is None
+    assert diagnose(e + 0.1 * torch.randn(3, 4, 5), e) is None  # noise: no constant factor or shift explains it
+    assert diagnose(torch.randn(3, 4), e) is None
+
+
+def test_no_diagnosis_where_the_expected_tensor_says_nothing():
+    assert diagnose(torch.full((4, 4), 0.5), torch.full((4, 4), 0.25)) is None  # constant: factor or shift?
+    assert diagnose(torch.tensor([1.0, 2.0]), torch.tensor([2.0, 4.0])) is None  # too few entries
+
+
+def test_checker_adds_the_diagnosis_only_without_a_catalogue_match(x):
+    check = Checker("demo", points=1)
+    with pytest.raises(CheckFailure, match="Diagnosis: .*multiplied by 2"):
+        check.close(2 * x, x, "output")
+    from utils.grading import Mistake
+
+    twice = Mistake("scaled twice", "explained", "Section")
+    with pytest.raises(CheckFailure) as caught:
+        check.close(2 * x, x, "output", mistakes={twice: 2 * x})
+    assert "Diagnosis" not in str(caught.value) and "scaled twice" in str(caught.value)

@@ -1,0 +1,261 @@
+"""Generic diagnosis of a wrong tensor: what simple transformation of the expected one the answer is.
+
+`diagnose(actual, expected)` is tried by `Checker.close` when an output is wrong and no catalogued mistake of the
+exercise matches. It knows nothing about the exercise: it asks whether the answer is the expected tensor with axes
+swapped, permuted along one axis, scaled or shifted by a constant, right on some rows only, of the wrong dtype or
+shape but with the right values, or non-finite where the expected is finite. It answers with one sentence that says
+where to look, or None.
+
+A wrong name is worse than none: a diagnosis is returned only when it explains *every* entry of the answer within
+the comparison's tolerance, on tensors large enough that a coincidence is unlikely. It never quotes an expected value
+(only shapes, axes, positions and the constant that relates the two tensors).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import torch
+
+__all__ = ["diagnose"]
+
+_MIN_ENTRIES = 4  # below this, too many transformations coincide to name one
+_MAX_ENTRIES = 1 << 21  # above this, diagnosing costs more than it tells (memory checks use huge tensors)
+_MAX_PERMUTED = 64  # longest axis searched for a permutation (the search is quadratic in it)
+
+
+def diagnose(actual: torch.Tensor, expected: torch.Tensor, *, rtol: float = 1e-4, atol: float = 1e-5) -> str | None:
+    """One sentence saying how `actual` relates to `expected`, when a simple transformation explains all of it."""
+    if not isinstance(actual, torch.Tensor) or not isinstance(expected, torch.Tensor):
+        return None
+    a = actual.detach().cpu()
+    e = expected.detach().cpu()
+    if e.numel() < _MIN_ENTRIES or a.numel() == 0 or max(a.numel(), e.numel()) > _MAX_ENTRIES:
+        return None
+    if a.dtype == torch.bool or e.dtype == torch.bool:
+        return _diagnose_bool(a, e)
+    if a.is_complex() or e.is_complex():
+        return None
+    ad, ed = a.double(), e.double()
+
+    def close(x: torch.Tensor, y: torch.Tensor) -> bool:
+        return x.shape == y.shape and bool(torch.isclose(x, y, rtol=rtol, atol=atol, equal_nan=True).all())
+
+    if a.shape != e.shape:
+        return _diagnose_shape(ad, ed, close)
+    if not bool(torch.isfinite(ad).all()) and bool(torch.isfinite(ed).all()):
+        return _diagnose_nonfinite(ad)
+    if a.dtype != e.dtype and close(ad, ed):
+        return (f"the values are right but the dtype is {a.dtype}, not {e.dtype}: look for a constant or a tensor "
+                f"created without dtype= (torch.tensor of Python floats is float32, numpy gives float64), or a .to() "
+                f"left out.")
+    if _is_degenerate(ed):
+        return None
+    for message in (_transposed(ad, ed, close), _permuted(ad, ed, close), _scaled(ad, ed, close),
+                    _shifted(ad, ed, close, atol), _some_rows(ad, ed, rtol, atol)):
+        if message:
+            return message
+    return None
+
+
+# -- shapes ---------------------------------------------------------------------------------------------------------
+def _diagnose_shape(ad: torch.Tensor, ed: torch.Tensor, close) -> str | None:
+    got, want = tuple(ad.shape), tuple(ed.shape)
+    if ad.numel() == ed.numel() and ed.ndim <= 5:
+        for perm in itertools.permutations(range(ed.ndim)):
+            if perm != tuple(range(ed.ndim)) and tuple(want[p] for p in perm) == got and close(ad, ed.permute(perm)):
+                moved = [i for i, p in enumerate(perm) if p != i]
+                return (f"your output holds the expected values with its axes in another order (shape {got}, expected "
+                        f"{want}; axes {', '.join(map(str, moved))} are out of place): look for a transpose or permute "
+                        f"that is missing or in the wrong place, or a view/reshape where the axes had to be moved.")
+        if close(ad.reshape(want), ed):
+            return (f"your output has the expected values in the expected order but shape {got} instead of {want}: a "
+                    f"view or reshape to the wrong shape.")
+    try:
+        common = torch.broadcast_shapes(ad.shape, ed.shape)
+    except RuntimeError:
+        return None
+    if close(ad.expand(common), ed.expand(common)):
+        return (f"your values are right once broadcast, but the shape is {got} instead of {want}: a dimension of size 1 "
+                f"is missing or extra (keepdim=True, unsqueeze or squeeze?).")
+    return None
+
+
+# -- non-finite values ----------------------------------------------------------------------------------------------
+def _diagnose_nonfinite(ad: torch.Tensor) -> str:
+    bad = ~torch.isfinite(ad)
+    kind = "NaN" if bool(torch.isnan(ad).any()) else "inf"
+    if ad.ndim >= 2:
+        rows = bad.reshape(-1, ad.shape[-1]).any(-1)
+        where = f"{int(rows.sum())} of {rows.numel()} rows ({_positions(rows)})"
+        full = bool((bad.reshape(-1, ad.shape[-1]).all(-1) == rows).all())
+        extent = "whole rows" if full else "some entries of them"
+        return (f"your output has {kind} in {where}, {extent}, where every expected value is finite: look for a row "
+                f"with nothing to attend to (softmax of all -inf is 0/0), an exp that overflows, or a division by a "
+                f"sum that can be 0.")
+    return (f"your output has {kind} at {int(bad.sum())} of {ad.numel()} positions ({_positions(bad)}) where every "
+            f"expected value is finite: look for an exp that overflows or a division by 0.")
+
+
+# -- same shape -----------------------------------------------------------------------------------------------------
+def _is_degenerate(ed: torch.Tensor) -> bool:
+    """A constant expected tensor: scaling, shifting and permuting it say nothing."""
+    finite = ed[torch.isfinite(ed)]
+    return finite.numel() < _MIN_ENTRIES or bool((finite == finite.flatten()[0]).all())
+
+
+def _transposed(ad, ed, close) -> str | None:
+    for i, j in itertools.combinations(range(ed.ndim), 2):
+        if ed.shape[i] == ed.shape[j] > 1 and close(ad, ed.transpose(i, j)):
+            return (f"your output is the expected one with axes {i} and {j} swapped (a transpose): check which axis is "
+                    f"which — e.g. queries are rows and keys are columns of the score matrix.")
+    return None
+
+
+def _permuted(ad, ed, close) -> str | None:
+    for dim in range(ed.ndim):
+        n = ed.shape[dim]
+        if not 2 <= n <= _MAX_PERMUTED:
+            continue
+        order = _match_slices(ad, ed, dim, close)
+        if order is None or order == list(range(n)):
+            continue
+        if len(set(order)) != n:  # several slices equal: the order is ambiguous
+            continue
+        axis = "rows" if dim == ed.ndim - 2 else "columns" if dim == ed.ndim - 1 else f"entries along axis {dim}"
+        shown = ", ".join(map(str, order[:8])) + (", ..." if n > 8 else "")
+        hint = _interleave_hint(order)
+        return (f"your output has the right {axis}, in a different order: position i holds what belongs at "
+                f"[{shown}]{hint}. Look at how that axis is split, merged or indexed.")
+    return None
+
+
+def _match_slices(ad, ed, dim, close) -> list[int] | None:
+    """For each slice of `ad` along `dim`, the index of the (first) matching slice of `ed`, or None."""
+    a_slices = ad.unbind(dim)
+    e_slices = ed.unbind(dim)
+    order = []
+    for a_slice in a_slices:
+        match = next((j for j, e_slice in enumerate(e_slices) if close(a_slice, e_slice)), None)
+        if match is None:
+            return None
+        order.append(match)
+    return order
+
+
+def _interleave_hint(order: list[int]) -> str:
+    n = len(order)
+    for k in range(2, n):
+        if n % k == 0:
+            groups, size = k, n // k
+            # actual[i] = expected[(i % groups) * size + i // groups]: two axes merged in the opposite order
+            if order == [(i % groups) * size + i // groups for i in range(n)]:
+                return (f" — two axes of sizes {size} and {groups} merged in the opposite order (e.g. heads and "
+                        f"features interleaved instead of side by side)")
+    if order == list(reversed(range(n))):
+        return " — the whole axis reversed"
+    shift = (order[0]) % n
+    if all(order[i] == (i + shift) % n for i in range(n)):
+        return f" — shifted by {shift} positions (a roll)"
+    return ""
+
+
+def _scaled(ad, ed, close) -> str | None:
+    norm = float((ed * ed).sum())
+    if norm == 0.0 or not math.isfinite(norm):
+        return None
+    c = float((ad * ed).sum()) / norm
+    if not math.isfinite(c) or abs(c - 1.0) < 1e-3 or abs(c) < 1e-12 or not close(ad, c * ed):
+        return None
+    return (f"your output is the expected one multiplied by {_factor_name(c)} everywhere: look for a scale factor "
+            f"that is missing, applied twice or inverted (√d_k? a sign?).")
+
+
+def _factor_name(c: float) -> str:
+    """The factor as a learner would write it: 2, −1, 8 = √64, 1/√10, or 'about 3.7'."""
+    sign = "−" if c < 0 else ""
+    m = abs(c)
+    candidates = []
+    for k in range(1, 4097):
+        as_root = f" = √{k * k}" if 1 < k and k * k <= 65536 else ""  # 8 is also √64 (√d_k with d_k = 64)
+        candidates += [(k, f"{k}{as_root}"), (1 / k, f"1/{k}" + as_root.replace("√", "1/√"))]
+        if math.isqrt(k) ** 2 != k:
+            candidates += [(math.sqrt(k), f"√{k}"), (1 / math.sqrt(k), f"1/√{k}")]
+    for value, name in candidates:
+        if abs(m - value) <= 1e-4 * value:
+            return f"{sign}{name}" + ("" if m >= 1 and abs(m - round(m)) < 1e-9 else f" (≈ {c:.4g})")
+    return f"about {c:.4g}"
+
+
+def _shifted(ad, ed, close, atol) -> str | None:
+    c = float((ad - ed).mean())
+    if not math.isfinite(c) or abs(c) <= 10 * atol or not close(ad, ed + c):
+        return None
+    return (f"your output is the expected one plus a constant {c:.4g} everywhere: look for a term added once too "
+            f"often or left out.")
+
+
+def _some_rows(ad, ed, rtol, atol) -> str | None:
+    if ed.ndim < 2:
+        return None
+    rows_a = ad.reshape(-1, ed.shape[-1])
+    rows_e = ed.reshape(-1, ed.shape[-1])
+    ok = torch.isclose(rows_a, rows_e, rtol=rtol, atol=atol, equal_nan=True).all(-1)
+    n_ok = int(ok.sum())
+    if n_ok == 0 or n_ok == ok.numel() or ok.numel() < 3:
+        return None
+    wrong = ~ok
+    return (f"{n_ok} of {ok.numel()} rows of your output are right and {int(wrong.sum())} wrong ({_positions(wrong)}"
+            f"): look at what is special about those rows — masked or padded positions, the first or the last one.")
+
+
+# -- booleans -------------------------------------------------------------------------------------------------------
+def _diagnose_bool(a: torch.Tensor, e: torch.Tensor) -> str | None:
+    if a.dtype != torch.bool:
+        if a.shape == e.shape and bool((a.double() == e.double()).all()):
+            return f"the entries are right but the dtype is {a.dtype}, not torch.bool: return a boolean mask."
+        return None
+    if e.dtype != torch.bool:
+        return None
+    if a.shape != e.shape:
+        return _diagnose_shape(a.double(), e.double(), lambda x, y: x.shape == y.shape and bool((x == y).all()))
+    if bool((a == ~e).all()):
+        return ("every entry of your mask is the opposite of the expected one: in this course True means "
+                "'may attend'; flip the mask (~mask) or the comparison.")
+    if e.ndim >= 2:
+        for i, j in itertools.combinations(range(e.ndim), 2):
+            if e.shape[i] == e.shape[j] > 1 and bool((a == e.transpose(i, j)).all()):
+                return (f"your mask is the expected one transposed (axes {i} and {j} swapped): rows are queries, "
+                        f"columns are keys.")
+        diff = a != e
+        if e.shape[-1] == e.shape[-2]:
+            n = e.shape[-1]
+            eye = torch.eye(n, dtype=torch.bool).expand_as(e)
+            if bool((diff == eye).all()):
+                return ("your mask differs from the expected one exactly on the diagonal: may a position attend to "
+                        "itself?")
+            for k in range(-(n - 1), n):
+                if k == 0:
+                    continue
+                off = torch.diag(torch.ones(n - abs(k), dtype=torch.bool), k).expand_as(e)
+                if bool((diff == off).all()):
+                    return (f"your mask differs from the expected one on exactly one diagonal (keys {abs(k)} "
+                            f"position{'s' if abs(k) > 1 else ''} {'after' if k > 0 else 'before'} the query): an "
+                            f"off-by-one in a window or causal boundary.")
+    return None
+
+
+def _positions(flags: torch.Tensor) -> str:
+    """Readable positions of True entries: 'the first', 'the last', 'indices 0, 3, 5', ..."""
+    flat = flags.flatten()
+    idx = flat.nonzero().flatten().tolist()
+    n = flat.numel()
+    if idx == [0]:
+        return "the first"
+    if idx == [n - 1]:
+        return "the last"
+    if flags.ndim > 1:
+        coords = [tuple(int(v) for v in torch.unravel_index(torch.tensor(i), flags.shape)) for i in idx[:6]]
+        return "at " + ", ".join(map(str, coords)) + (", ..." if len(idx) > 6 else "")
+    return "indices " + ", ".join(map(str, idx[:8])) + (", ..." if len(idx) > 8 else "")
