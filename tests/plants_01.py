@@ -42,3 +42,10 @@ VARIANTS = [
     {"cell": "additive_scores", "old": "k_hidden = keys @ W_k.T",
      "new": "k_hidden = torch.nn.functional.linear(keys, W_k)"},
 ]
+
+# Mistakes the catalogue does not know: the generic diagnosis (utils/diagnose.py) must say what they are.
+DIAGNOSED = [
+    {"cell": "additive_scores", "old": "return torch.tanh(q_hidden + k_hidden) @ w_v",
+     "new": "return -torch.tanh(q_hidden + k_hidden) @ w_v",
+     "exercise": "additive_scores", "diagnosis": "multiplied by −1"},
+]

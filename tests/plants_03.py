@@ -72,3 +72,10 @@ VARIANTS = [
     {"cell": "build_attention_mask", "old": "mask & (j[None, :] <= i[:, None])",
      "new": "torch.logical_and(mask, torch.ones(Lq, Lk, dtype=torch.bool, device=key_lengths.device).tril())"},
 ]
+
+# Mistakes the catalogue does not know: the generic diagnosis (utils/diagnose.py) must say what they are.
+DIAGNOSED = [
+    # No diagonal: at L = 1 it coincides with "inverted polarity" ([[False]]), which must not be named.
+    {"cell": "causal_mask", "old": ".tril()  # (L, L)", "new": ".tril(-1)  # (L, L)",
+     "exercise": "causal_mask", "diagnosis": "exactly on the diagonal"},
+]

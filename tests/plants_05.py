@@ -53,3 +53,12 @@ VARIANTS = [
             "    cos, sin = torch.cat([cos, cos], dim=-1), torch.cat([sin, sin], dim=-1)\n"
             "    return x * cos + rotate_half * sin"},
 ]
+
+# Mistakes the catalogue does not know: the generic diagnosis (utils/diagnose.py) must say what they are.
+DIAGNOSED = [
+    {"cell": "apply_rope", "old": "torch.cat([out1, out2], dim=-1)", "new": "torch.cat([out2, out1], dim=-1)",
+     "exercise": "apply_rope", "diagnosis": "a roll"},
+    {"cell": "sinusoidal_encoding", "old": "    pe[:, 0::2] = torch.sin(angle)\n    pe[:, 1::2] = torch.cos(angle)",
+     "new": "    pe[:, 0::2] = torch.cos(angle)\n    pe[:, 1::2] = torch.sin(angle)",
+     "exercise": "sinusoidal_encoding", "diagnosis": "in a different order"},
+]

@@ -35,6 +35,8 @@ def diagnose(actual: torch.Tensor, expected: torch.Tensor, *, rtol: float = 1e-4
         return None
     if a.dtype == torch.bool or e.dtype == torch.bool:
         return _diagnose_bool(a, e)
+    if _is_01(a) and _is_01(e) and not a.is_floating_point() and not e.is_floating_point():
+        return _diagnose_bool(a.bool(), e.bool())  # masks compared as 0/1 integers
     if a.is_complex() or e.is_complex():
         return None
     ad, ed = a.double(), e.double()
@@ -244,6 +246,10 @@ def _diagnose_bool(a: torch.Tensor, e: torch.Tensor) -> str | None:
                             f"position{'s' if abs(k) > 1 else ''} {'after' if k > 0 else 'before'} the query): an "
                             f"off-by-one in a window or causal boundary.")
     return None
+
+
+def _is_01(t: torch.Tensor) -> bool:
+    return not t.is_complex() and bool(((t == 0) | (t == 1)).all())
 
 
 def _positions(flags: torch.Tensor) -> str:
