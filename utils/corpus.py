@@ -439,6 +439,9 @@ def _generate(rng: random.Random) -> Pair:
     return Pair(" ".join(w for w, _ in en), " ".join(w for w, _ in de), alignment, frozenset(g.tags))
 
 
+_MAX_MISSES = 20000  # draws in a row without a new sentence before make_corpus gives up
+
+
 def make_corpus(n: int, seed: int = 0, max_words: int = 20, min_words: int = 4) -> list[Pair]:
     """`n` sentence pairs with distinct source sentences, each side `min_words`..`max_words` tokens long
     (punctuation counts as a token). The same arguments always give the same list."""
@@ -449,16 +452,17 @@ def make_corpus(n: int, seed: int = 0, max_words: int = 20, min_words: int = 4) 
     rng = random.Random(seed)
     seen: set[str] = set()
     pairs: list[Pair] = []
-    tries = 0
+    misses = 0  # draws in a row that gave nothing new
     while len(pairs) < n:
-        tries += 1
-        if tries > 50 * n + 1000:
-            raise RuntimeError(f"could not find {n} distinct sentences of {min_words}..{max_words} words "
-                               f"(found {len(pairs)}); allow longer sentences or ask for fewer")
         pair = _generate(rng)
         ls, lt = pair.src.count(" ") + 1, pair.tgt.count(" ") + 1
         if not (min_words <= ls <= max_words and min_words <= lt <= max_words) or pair.src in seen:
+            misses += 1
+            if misses > _MAX_MISSES:
+                raise RuntimeError(f"could not find {n} distinct sentences of {min_words}..{max_words} words "
+                                   f"(found {len(pairs)}); allow longer sentences or ask for fewer")
             continue
+        misses = 0
         seen.add(pair.src)
         pairs.append(pair)
     return pairs
