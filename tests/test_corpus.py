@@ -35,9 +35,10 @@ def test_the_seed_fixes_the_corpus():
 
 
 def test_first_pairs_of_seed_0_are_pinned(pairs):
-    assert pairs[0] == Pair("a teacher helped the sister .", "ein Lehrer half der Schwester .", (0, 1, 2, 3, 4, 5))
-    assert pairs[1].src == "later this father has worked ."
-    assert pairs[1].tgt == "später hat dieser Vater gearbeitet ."
+    assert pairs[0] == Pair("a teacher helped a cat .", "ein Lehrer half einer Katze .", (0, 1, 2, 3, 4, 5))
+    assert pairs[1].src == "the teachers like black balls because the clever mother has opened my books ."
+    assert pairs[1].tgt == "die Lehrer mögen schwarze Bälle , weil die kluge Mutter meine Bücher geöffnet hat ."
+    assert pairs[1].alignment == (0, 1, 2, 3, 4, None, 5, 6, 7, 8, 11, 12, 10, 9, 13)
 
 
 def test_every_source_sentence_has_exactly_one_translation():
@@ -67,32 +68,37 @@ def test_impossible_requests_fail_clearly(monkeypatch):
 # -- the grammar: specific generated examples, each checked by hand -------------------------------------------------
 
 EXAMPLES = {
-    # case: dative object of helfen
-    "my happy child helps the man .": "mein glückliches Kind hilft dem Mann .",
-    # ditransitive: dative before accusative; indefinite article in the dative
-    "the old man gave a child the ball .": "der alte Mann gab einem Kind den Ball .",
-    # "to" becomes a dative; mixed adjective ending after ein; participle at the end
-    "an old man has sent a picture to my king .": "ein alter Mann hat meinem König ein Bild geschickt .",
-    # verb second after a fronted adverb, plural agreement, strong adjective ending with no article
-    "yesterday the dogs ran .": "gestern liefen die Hunde .",
-    "yesterday the dogs ate new apples .": "gestern aßen die Hunde neue Äpfel .",
-    # perfect: auxiliary second, participle last; weak ending in the accusative
-    "then the friend has visited the tired teacher .": "dann hat der Freund den müden Lehrer besucht .",
-    # perfect with sein; dative plural after von
-    "then the beautiful brother has run from my women .": "dann ist der schöne Bruder von meinen Frauen gelaufen .",
-    # verb at the end of a subordinate clause
-    "this sister bought my box because the woman helps this father .":
-        "diese Schwester kaufte meine Kiste , weil die Frau diesem Vater hilft .",
-    # subordinate clause first: participle then auxiliary inside it, then the main verb right after the comma
-    "because the woman has laughed , a teacher has waited .": "weil die Frau gelacht hat , hat ein Lehrer gewartet .",
+    # case: the dative object of helfen / danken, with plural agreement
+    "a mother helps the man from the tired brothers .": "eine Mutter hilft dem Mann von den müden Brüdern .",
+    "girls thank a man .": "Mädchen danken einem Mann .",
+    # ditransitive: dative before accusative; "to" becomes a dative
+    "the old man gave a child the flower .": "der alte Mann gab einem Kind die Blume .",
+    "a man gives a bag to the doctor .": "ein Mann gibt dem Arzt eine Tasche .",
+    # perfect: auxiliary second, participle last
+    "the man has given the flower to a man .": "der Mann hat einem Mann die Blume gegeben .",
+    # verb second after a fronted adverb (the brief's example, with saw)
+    "yesterday the girl saw the flower .": "gestern sah das Mädchen die Blume .",
+    "suddenly the old man opened the book .": "plötzlich öffnete der alte Mann das Buch .",
+    # perfect with sein, in a main and in a subordinate clause
+    "a cat has come .": "eine Katze ist gekommen .",
+    "a child knew that men have run .": "ein Kind wusste , dass Männer gelaufen sind .",
+    # verb at the end of a subordinate clause; participle then auxiliary
+    "girls run from a woman because the woman helped the child .":
+        "Mädchen laufen von einer Frau , weil die Frau dem Kind half .",
+    "a mother sings because the woman has written the letter .":
+        "eine Mutter singt , weil die Frau den Brief geschrieben hat .",
+    # subordinate clause first: the main clause's verb comes right after the comma
+    "if a doctor sleeps , a girl works .": "wenn ein Arzt schläft , arbeitet ein Mädchen .",
     # plural agreement that English does not show: slept -> schlief / schliefen
     "the dog slept .": "der Hund schlief .",
-    "suddenly the good men have said that the dogs slept .":
-        "plötzlich haben die guten Männer gesagt , dass die Hunde schliefen .",
+    "the dogs slept .": "die Hunde schliefen .",
+    # adjective endings: mixed after ein, weak after der, strong with no article, dative plural -n
+    "a young dog ran .": "ein junger Hund lief .",
+    "the cat sees the old cities .": "die Katze sieht die alten Städte .",
+    "old men play .": "alte Männer spielen .",
+    "the doctors have slept with the old men .": "die Ärzte haben mit den alten Männern geschlafen .",
     # "in the" -> "im"
-    "the friends like the big garden in the house .": "die Freunde mögen den großen Garten im Haus .",
-    # that-clause after a verb of saying/knowing, verb second after the adverb
-    "now the clever brother knows that a tired king runs .": "jetzt weiß der kluge Bruder , dass ein müder König läuft .",
+    "a girl runs in the garden .": "ein Mädchen läuft im Garten .",
 }
 
 
@@ -118,7 +124,6 @@ def _links(p):
 def test_articles_carry_gender_number_and_case(pairs):
     german_of = {"the": {"der", "die", "das", "den", "dem"},
                  "a": {"ein", "eine", "einen", "einem", "einer"}, "an": {"ein", "eine", "einen", "einem", "einer"},
-                 "this": {"dieser", "diese", "dieses", "diesen", "diesem"}, "these": {"diese", "diesen"},
                  "my": {"mein", "meine", "meinen", "meinem", "meiner"}}
     seen = set()
     for p in pairs:
@@ -247,7 +252,7 @@ def test_is_reordered():
 def test_corpus_stats(pairs):
     st = corpus_stats(pairs)
     assert st["pairs"] == st["distinct_sources"] == 20000
-    assert 150 <= st["src_vocab"] <= 260 and 220 <= st["tgt_vocab"] <= 400
+    assert 160 <= st["src_vocab"] <= 200 and 250 <= st["tgt_vocab"] <= 300
     assert 4 <= st["src_len"]["min"] and st["src_len"]["max"] <= 20 and 8 < st["src_len"]["mean"] < 15
     assert sum(st["tgt_len"]["histogram"].values()) == 20000
     assert 0.7 <= st["reordered_share"] <= 0.9
