@@ -19,6 +19,9 @@ always returns the same pairs. The grammar is small but not word-for-word: the t
 Each source sentence has exactly one translation, and each pair carries its gold word alignment: for each target
 word, the index of the source word it translates, or None (the German comma before a subordinate clause).
 
+Sizes (corpus_stats): make_corpus(40000, seed=0) has 180 English and 285 German words, sentences of 4-20 words
+(mean 11) and 78 % of pairs whose alignment is not monotonic; with max_words=14 the mean is 9 words and 71 %.
+
 The module also reads and writes tab-separated pair files and has a word-level `Vocab` (see its docstring for
 why words rather than subwords). It holds data and plumbing only, no model code.
 """
@@ -432,7 +435,8 @@ def make_corpus(n: int, seed: int = 0, max_words: int = 20, min_words: int = 4) 
     if n < 0:
         raise ValueError(f"n must be non-negative, got {n}")
     if max_words < 4 or min_words > max_words:
-        raise ValueError(f"need 4 <= max_words and min_words <= max_words, got min_words={min_words}, max_words={max_words}")
+        raise ValueError(f"need 4 <= max_words and min_words <= max_words, "
+                         f"got min_words={min_words}, max_words={max_words}")
     rng = random.Random(seed)
     seen: set[str] = set()
     pairs: list[Pair] = []
@@ -624,6 +628,7 @@ def corpus_stats(pairs: Sequence[Pair]) -> dict:
         "tgt_vocab": len({w for p in pairs for w in p.tgt.split()}),
         "src_len": lengths(src_len),
         "tgt_len": lengths(tgt_len),
-        "reordered_share": round(sum(is_reordered(p.alignment) for p in aligned) / len(aligned), 4) if aligned else None,
+        "reordered_share": (round(sum(is_reordered(p.alignment) for p in aligned) / len(aligned), 4)
+                            if aligned else None),
         "phenomena": {t: round(c / len(pairs), 4) for t, c in sorted(tags.items())},
     }
