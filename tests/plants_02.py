@@ -52,3 +52,10 @@ VARIANTS = [
     {"cell": "SelfAttention", "old": "self.W_v = nn.Linear(d_model, d_v)",
      "new": "self.W_v = nn.Linear(in_features=d_model, out_features=d_v, bias=True)"},
 ]
+
+# Mistakes the catalogue does not know: the generic diagnosis (utils/diagnose.py) must say what they are.
+DIAGNOSED = [
+    {"cell": "scaled_dot_product_attention", "old": "return weights @ v, weights",
+     "new": "return weights @ v, weights.transpose(-2, -1)",
+     "exercise": "scaled_dot_product_attention", "diagnosis": "axes"},
+]

@@ -60,5 +60,5 @@ DIAGNOSED = [
      "exercise": "apply_rope", "diagnosis": "a roll"},
     {"cell": "sinusoidal_encoding", "old": "    pe[:, 0::2] = torch.sin(angle)\n    pe[:, 1::2] = torch.cos(angle)",
      "new": "    pe[:, 0::2] = torch.cos(angle)\n    pe[:, 1::2] = torch.sin(angle)",
-     "exercise": "sinusoidal_encoding", "diagnosis": "in a different order"},
+     "exercise": "sinusoidal_encoding", "diagnosis": "neighbouring pair exchanged"},
 ]

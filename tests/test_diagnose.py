@@ -36,6 +36,11 @@ def test_heads_and_features_interleaved():
     assert "different order" in message and "merged in the opposite order" in message
 
 
+def test_neighbouring_pairs_exchanged():
+    y = torch.randn(5, 8)
+    assert "neighbouring pair exchanged" in diagnose(y.reshape(5, 4, 2).flip(-1).reshape(5, 8), y)
+
+
 def test_rows_reversed_and_rolled():
     y = torch.randn(6, 4)
     assert "reversed" in diagnose(y.flip(0), y)

@@ -157,6 +157,8 @@ def _interleave_hint(order: list[int]) -> str:
                         f"features interleaved instead of side by side)")
     if order == list(reversed(range(n))):
         return " — the whole axis reversed"
+    if n % 2 == 0 and order == [i ^ 1 for i in range(n)]:
+        return " — the two entries of every neighbouring pair exchanged (e.g. sin and cos, or x and y, swapped)"
     shift = (order[0]) % n
     if all(order[i] == (i + shift) % n for i in range(n)):
         return f" — shifted by {shift} positions (a roll)"
