@@ -239,15 +239,6 @@ def test_repeat_kv(check, refs, repeat_kv):
                     mistakes={TILED: reference_repeat_kv(x, 2, tile=True)})
 
 
-def _from_torch(reference: nn.MultiheadAttention) -> dict[str, torch.Tensor]:
-    W_q, W_k, W_v = reference.in_proj_weight.detach().chunk(3)
-    params = {"W_q.weight": W_q, "W_k.weight": W_k, "W_v.weight": W_v, "W_o.weight": reference.out_proj.weight.detach()}
-    if reference.in_proj_bias is not None:
-        b_q, b_k, b_v = reference.in_proj_bias.detach().chunk(3)
-        params.update({"W_q.bias": b_q, "W_k.bias": b_k, "W_v.bias": b_v, "W_o.bias": reference.out_proj.bias.detach()})
-    return {k: v.clone() for k, v in params.items()}
-
-
 def _compare(check, module, params, x, mask, h, h_kv, out_ref, w_ref, what, rope=False, **tol):
     with torch.no_grad():
         out, weights = expect_pair(module(x, mask=mask), "GroupedQueryAttention.forward")
@@ -269,7 +260,7 @@ def test_grouped_query_attention(check, refs, GroupedQueryAttention):
         reference = nn.MultiheadAttention(32, 4, batch_first=True)
         for p in reference.parameters():
             nn.init.normal_(p, std=1 / math.sqrt(32))
-        torch_params = _from_torch(reference)
+        torch_params = load_grader("04_multi_head_attention").params_from_torch(reference)
         module = _gqa_module(GroupedQueryAttention, torch_params, 32, 4, 4)
         xx = torch.randn(3, 9, 32)
         causal = torch.ones(9, 9, dtype=torch.bool).tril()
