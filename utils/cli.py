@@ -136,6 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="measure the performance budgets and print the figures")
     p.add_argument("assignments", nargs="*", help="assignment ids (default: all)")
     p.set_defaults(func=cmd_bench)
+
+    from .translate_cli import add_parsers
+
+    add_parsers(sub)  # attn train, attn translate (notebook 08's translator)
     return parser
 
 

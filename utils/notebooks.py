@@ -105,7 +105,7 @@ def execute(
     nb: NotebookNode,
     cwd: Path,
     *,
-    timeout: int = 120,
+    timeout: int = 600,
     allow_errors: bool = False,
     env: dict[str, str] | None = None,
     quiet: bool = False,

@@ -77,6 +77,31 @@ def heatmaps(
     return fig
 
 
+def alignment_heatmaps(
+    maps: Sequence[torch.Tensor],
+    titles: Sequence[str],
+    src_words: Sequence[str],
+    tgt_words: Sequence[str],
+    alignment: Sequence[int | None] | None,
+    source_offset: int = 0,
+    cols: int = 4,
+) -> plt.Figure:
+    """Attention maps (target words × source words) side by side, one colour scale for all, with the gold
+    alignment outlined in red: target word t translates source word alignment[t] (column alignment[t] +
+    source_offset, e.g. 1 when the source starts with <bos>)."""
+    from matplotlib.patches import Rectangle
+
+    vmax = max(float(m.max()) for m in maps)
+    fig = heatmaps(maps, titles, x_labels=src_words, y_labels=tgt_words, cols=cols, vmax=vmax, xlabel="source",
+                   ylabel="target")
+    for ax in fig.axes[: len(maps)]:
+        ax.tick_params(axis="x", labelrotation=90)
+        for t, s in enumerate(alignment or []):
+            if s is not None and t < len(tgt_words):
+                ax.add_patch(Rectangle((s + source_offset, t), 1, 1, fill=False, edgecolor="red", linewidth=1.2))
+    return fig
+
+
 def explore(draw: Callable[..., Figure], **controls: Any) -> None:
     """Show `draw(**values)` as an ordinary figure, then the controls; moving one redraws the figure in place.
 

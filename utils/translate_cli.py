@@ -1,0 +1,296 @@
+"""`attn train` and `attn translate`: notebook 08's translator, outside the notebook.
+
+Both build the model from the learner's own answers: notebook 08's layers and decoders (read from the notebook
+file, answer cells only) and the parts of notebooks 03-05 beside it, with PyTorch's built-ins where those are
+missing, exactly as the notebook does. Every problem a user can cause (an unfinished exercise, a missing
+checkpoint, a malformed pair file, an unknown word) ends in one sentence on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from . import notebooks as nbs
+
+NOTEBOOK = "08_transformer_translator"
+#: The notebook's configuration (section 6 and 8): the commands train the same model.
+MODEL_CONFIG = dict(d_model=128, num_heads=4, d_ff=256, num_layers=2, dropout=0.0)
+DEFAULT_STEPS = 2800
+
+
+class UserError(Exception):
+    """A problem the user can fix; the message says how."""
+
+
+def _default_notebook() -> Path:
+    return nbs.release_path(NOTEBOOK)
+
+
+def learner_parts(notebook: Path, need: tuple[str, ...]) -> tuple[dict[str, Any], str]:
+    """The learner's notebook-08 answers named in `need` (plus the parts from 03-05), and a one-line summary."""
+    from .translator import load_answers, load_parts
+
+    if not notebook.is_file():
+        raise UserError(f"{notebook} not found: pass --notebook with your copy of {NOTEBOOK}.ipynb")
+    parts = load_parts(notebook.resolve().parent.parent)
+    base = {name: part.obj for name, part in parts.parts.items()}
+    answers = load_answers(notebook, ["decoder_mask", "EncoderLayer", "DecoderLayer", "greedy_decode",
+                                      "beam_search"], namespace=base)
+    for name in need:
+        found = answers[name]
+        if not isinstance(found, BaseException):
+            found = _probe(name, found, answers, base)
+        if isinstance(found, BaseException):
+            why = ("is not implemented yet" if isinstance(found, NotImplementedError) else
+                   f"could not be loaded ({type(found).__name__}: {str(found).splitlines()[0][:150] if str(found) else ''})")
+            raise UserError(f"your {name} in {notebook.name} {why}: finish that exercise of notebook 08 first "
+                            "(or pass --notebook a finished copy)")
+    used = ", ".join(f"{name} ({'yours' if part.yours else 'built-in'})" for name, part in parts.parts.items())
+    return {**base, **{k: v for k, v in answers.items() if not isinstance(v, BaseException)}}, used
+
+
+def _probe(name: str, obj: Any, answers: dict[str, Any], base: dict[str, Any]) -> Any:
+    """`obj` if a tiny call of it runs, else the exception it raised (an unfinished answer raises NotImplementedError
+    only when called)."""
+    import torch
+
+    from .translator import Translator
+
+    try:
+        if name in ("EncoderLayer", "DecoderLayer"):
+            obj(16, 2, 32, 0.0)
+        elif name == "decoder_mask":
+            obj(torch.tensor([[1, 5, 2, 0]]), 0)
+        else:
+            torch.manual_seed(0)
+            tiny = Translator(6, 6, d_model=16, num_heads=2, d_ff=16, num_layers=1).eval()
+            src = torch.tensor([[1, 4, 2]])
+            obj(tiny, src, 2) if name == "greedy_decode" else obj(tiny, src, 2, 2, 1.0)
+    except Exception as exc:  # noqa: BLE001 - the learner's code: any failure is reported in one sentence
+        return exc
+    return obj
+
+
+def _build(answers: dict[str, Any], src_size: int, tgt_size: int, config: dict[str, Any] | None = None):
+    from .translator import Translator
+
+    cfg = {**MODEL_CONFIG, **(config or {})}
+    cfg.pop("src_vocab_size", None)
+    cfg.pop("tgt_vocab_size", None)
+    return Translator(src_size, tgt_size, **cfg, encoder_layer=answers["EncoderLayer"],
+                      decoder_layer=answers["DecoderLayer"], positional=answers["PositionalEncoding"],
+                      decoder_mask=answers["decoder_mask"])
+
+
+def _data(path: str | None):
+    from .corpus import make_corpus, read_pairs, split_pairs
+
+    if path is None:
+        pairs = make_corpus(40_000, seed=0, max_words=12)
+        return split_pairs(pairs, seed=0, held_out=300), "the course's corpus (40,000 pairs, seed 0)"
+    file = Path(path)
+    if not file.is_file():
+        raise UserError(f"no file at {file}: give a UTF-8 text file of 'source<TAB>target' lines")
+    try:
+        pairs = read_pairs(file)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    except UnicodeDecodeError:
+        raise UserError(f"{file} is not UTF-8 text: save it as UTF-8 and try again") from None
+    if len(pairs) < 10:
+        raise UserError(f"{file} has {len(pairs)} sentence pairs: a translator needs thousands (at least 10 to run)")
+    held = max(1, min(300, len(pairs) // 10))
+    return split_pairs(pairs, seed=0, held_out=held), f"{file.name} ({len(pairs):,} pairs)"
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    import torch
+
+    from .corpus import Vocab
+    from .translator import Batches, TrainConfig, Trainer, bleu, checkpoint_path, load_checkpoint, translate
+
+    torch.set_num_threads(1)
+    notebook = Path(args.notebook) if args.notebook else _default_notebook()
+    answers, used = learner_parts(notebook, ("decoder_mask", "EncoderLayer", "DecoderLayer", "greedy_decode"))
+    (train_pairs, held_out), described = _data(args.data)
+    src_vocab = Vocab.build(p.src for p in train_pairs)
+    tgt_vocab = Vocab.build(p.tgt for p in train_pairs)
+    print(f"data: {described}; {len(train_pairs):,} to train on, {len(held_out)} held out; vocabulary "
+          f"{len(src_vocab)} / {len(tgt_vocab)}; unknown held-out words {src_vocab.unk_rate(p.src for p in held_out):.1%}"
+          f" / {tgt_vocab.unk_rate(p.tgt for p in held_out):.1%}")
+    print(f"parts: {used}")
+    longest = max(len(s.split()) for p in train_pairs + held_out for s in (p.src, p.tgt)) + 2
+    max_len = max(64, longest + 8)
+    model = _build(answers, len(src_vocab), len(tgt_vocab), {"max_len": max_len})
+    steps = args.steps or DEFAULT_STEPS
+    cfg = TrainConfig(steps=steps, eval_every=args.eval_every)
+    batches = Batches([src_vocab.encode(p.src) for p in train_pairs], [tgt_vocab.encode(p.tgt) for p in train_pairs],
+                      cfg.batch_size, cfg.seed)
+    greedy = answers["greedy_decode"]
+
+    def evaluate() -> dict[str, float]:
+        hyps = translate(model, [p.src for p in held_out], src_vocab, tgt_vocab, greedy)
+        return {"bleu": round(bleu(hyps, [p.tgt for p in held_out]), 2)}
+
+    trainer = Trainer(model, batches, cfg, evaluate, vocabs=(src_vocab, tgt_vocab))
+    path = Path(args.checkpoint) if args.checkpoint else checkpoint_path()
+    if args.resume:
+        try:
+            meta = load_checkpoint(path, model, trainer)
+        except (FileNotFoundError, ValueError) as exc:
+            raise UserError(str(exc)) from None
+        except RuntimeError as exc:
+            raise UserError(f"{path} does not fit this model ({str(exc).splitlines()[0][:120]}): train without "
+                            "--resume") from None
+        if meta.get("src_vocab") != src_vocab.to_list() or meta.get("tgt_vocab") != tgt_vocab.to_list():
+            raise UserError(f"{path} was trained on other data (its vocabulary differs): train without --resume")
+        print(f"resuming from step {trainer.step} of {path}")
+    start = time.perf_counter()
+    history = trainer.run(checkpoint=path, minutes=args.minutes)
+    for row in history:
+        print("  ".join(f"{k} {v}" for k, v in row.items()))
+    print(f"trained to step {trainer.step} ({trainer.seconds:.0f} s of training, {time.perf_counter() - start:.0f} s "
+          f"in all); checkpoint: {path}")
+    return 0
+
+
+def _translate_words(words: list[str], vocab) -> list[str]:
+    """Map each word to a known one (the lower-case form when only that is known); unknown words raise."""
+    known, unknown = [], []
+    for word in words:
+        if word in vocab:
+            known.append(word)
+        elif word.lower() in vocab:
+            known.append(word.lower())
+        else:
+            unknown.append(word)
+    if unknown:
+        candidates = [w for w in vocab.itos[4:]]
+        hints = []
+        for word in unknown[:3]:
+            close = difflib.get_close_matches(word.lower(), candidates, n=2)
+            hints.append(f"'{word}'" + (f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""))
+        raise UserError(f"the model has never seen {', '.join(hints)}{' and more' if len(unknown) > 3 else ''}: it "
+                        f"knows the {len(vocab) - 4} words of its training data (e.g. "
+                        f"{', '.join(candidates[:6])}), and cannot translate others")
+    return known
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    import torch
+
+    from .corpus import Vocab, tokenize
+    from .translator import checkpoint_path, read_checkpoint
+
+    text = " ".join(args.sentence).strip()
+    if not text:
+        raise UserError('give a sentence to translate, e.g. attn translate "yesterday the small dog saw the woman"')
+    path = Path(args.checkpoint) if args.checkpoint else checkpoint_path()
+    try:
+        tensors, meta = read_checkpoint(path)
+    except (FileNotFoundError, ValueError) as exc:
+        raise UserError(str(exc)) from None
+    if "src_vocab" not in meta:
+        raise UserError(f"{path} has no vocabulary saved with it: train it with `attn train` or notebook 08")
+    src_vocab, tgt_vocab = Vocab(meta["src_vocab"]), Vocab(meta["tgt_vocab"])
+    words = _translate_words(tokenize(text), src_vocab)
+    torch.set_num_threads(1)
+    notebook = Path(args.notebook) if args.notebook else _default_notebook()
+    need = ("decoder_mask", "EncoderLayer", "DecoderLayer") + (("beam_search",) if args.beam else ("greedy_decode",))
+    answers, _ = learner_parts(notebook, need)
+    model = _build(answers, len(src_vocab), len(tgt_vocab), meta["config"])
+    try:
+        model.load_state_dict({k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")})
+    except RuntimeError as exc:
+        raise UserError(f"{path} does not fit your current layers ({str(exc).splitlines()[0][:150]}): "
+                        "retrain with `attn train`") from None
+    model.eval()
+    src = torch.tensor([src_vocab.encode(" ".join(words))])
+    if src.shape[1] > model.max_len - 2:
+        raise UserError(f"the sentence has {len(words)} words; this model handles at most {model.max_len - 4}")
+    max_len = min(src.shape[1] + 10, model.max_len - 1)
+    with torch.no_grad():
+        if args.beam:
+            tokens, _ = answers["beam_search"](model, src, args.beam, max_len, 1.0)
+        else:
+            tokens = answers["greedy_decode"](model, src, max_len)[0]
+    output = tgt_vocab.decode(tokens.tolist())
+    print(output)
+    if args.attention:
+        _write_attention(model, src, tokens, src_vocab, tgt_vocab, Path(args.attention))
+        print(f"cross-attention heatmap: {args.attention}", file=sys.stderr)
+    return 0
+
+
+def _write_attention(model, src, tokens, src_vocab, tgt_vocab, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import torch
+
+    from .translator import capture_attention
+    from .viz import alignment_heatmaps
+
+    tokens = tokens.tolist()
+    if model.eos_id in tokens:
+        tokens = tokens[: tokens.index(model.eos_id) + 1]
+    tgt = torch.tensor([[model.bos_id] + tokens])
+    with torch.no_grad(), capture_attention(model) as maps:
+        model(src, tgt[:, :-1])
+    layers = sorted(n for n in maps if n.endswith("cross_attn"))
+    if not layers:
+        raise UserError("your layers' attention does not return its weights, so there is no heatmap to draw")
+    last = maps[layers[-1]][0]  # (h, Lt, Ls)
+    src_words = [src_vocab.itos[i] for i in src[0].tolist()]
+    tgt_words = [tgt_vocab.itos[i] for i in tokens]
+    fig = alignment_heatmaps([last[h] for h in range(last.shape[0])],
+                             [f"{layers[-1].split('.')[0]} {layers[-1].split('.')[1]}, head {h}" for h in
+                              range(last.shape[0])], src_words, tgt_words, None, cols=min(4, last.shape[0]))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def add_parsers(sub: Any) -> None:
+    p = sub.add_parser("train", help="train notebook 08's translator (your layers) and save a checkpoint")
+    p.add_argument("--data", metavar="PAIRS.tsv", help="your own 'source<TAB>target' file (default: the course corpus)")
+    p.add_argument("--steps", type=int, help=f"training steps (default {DEFAULT_STEPS}, the notebook's)")
+    p.add_argument("--minutes", type=float, help="stop after this many minutes (a checkpoint is saved)")
+    p.add_argument("--resume", action="store_true", help="continue from the checkpoint")
+    p.add_argument("--checkpoint", metavar="FILE", help="where to save (default checkpoints/translator.safetensors)")
+    p.add_argument("--notebook", metavar="NB", help=f"your notebook 08 (default notebooks/{NOTEBOOK}/{NOTEBOOK}.ipynb)")
+    p.add_argument("--eval-every", type=int, default=400, help="steps between BLEU evaluations (default 400)")
+    p.set_defaults(func=_guarded(cmd_train))
+
+    p = sub.add_parser("translate", help="translate a sentence with the trained translator")
+    p.add_argument("sentence", nargs="*", help="the English sentence")
+    p.add_argument("--beam", type=int, metavar="K", help="beam search with K hypotheses (default: greedy)")
+    p.add_argument("--attention", metavar="PNG", help="also write the last layer's cross-attention heatmap here")
+    p.add_argument("--checkpoint", metavar="FILE", help="the checkpoint (default checkpoints/translator.safetensors)")
+    p.add_argument("--notebook", metavar="NB", help=f"your notebook 08 (default notebooks/{NOTEBOOK}/{NOTEBOOK}.ipynb)")
+    p.set_defaults(func=_guarded(cmd_translate))
+
+
+def _guarded(fn):
+    def run(args: argparse.Namespace) -> int:
+        if getattr(args, "steps", None) is not None and args.steps < 1:
+            print(f"attn {args.command}: --steps must be at least 1", file=sys.stderr)
+            return 2
+        if getattr(args, "beam", None) is not None and args.beam < 1:
+            print(f"attn {args.command}: --beam must be at least 1", file=sys.stderr)
+            return 2
+        try:
+            return fn(args)
+        except UserError as exc:
+            print(f"attn {args.command}: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print(f"attn {args.command}: interrupted", file=sys.stderr)
+            return 130
+    return run
