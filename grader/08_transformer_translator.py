@@ -1,0 +1,651 @@
+"""Hidden tests of 08_transformer_translator: reference layers and decoders, the mistake catalogue, references.
+
+Each exercise is graded on its own: the layers are compared with PyTorch's nn.TransformerEncoderLayer /
+nn.TransformerDecoderLayer given the same weights, and the decoders run on a `Translator` whose layers are
+PyTorch's (utils.translator's built-ins), so a bug in the learner's DecoderLayer never costs greedy_decode points.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from utils.grading import CheckFailure, Mistake, load_weights, type_name
+from utils.translator import Translator
+
+NOTEBOOK = "08_transformer_translator"
+MASK = "3. The decoder's mask"
+ENCODER = "4. The encoder layer"
+DECODER = "5. The decoder layer"
+GREEDY = "7. Greedy decoding with a cache"
+BEAM = "10. Beam search"
+
+# -- the mistake catalogue ----------------------------------------------------------------------------
+NO_CAUSAL_MASK = Mistake(
+    "causal mask missing in the decoder",
+    "the decoder's self-attention let position i see positions after i: in training the answer to predict is "
+    "the next input token, so the model learns to copy it, and at inference (where the future does not exist) "
+    "it has learned nothing useful. The target mask is causal AND padding",
+    MASK,
+)
+NO_PADDING = Mistake(
+    "padding keys not masked",
+    "the mask is causal but lets every query attend to <pad> positions of the target: combine the causal "
+    "triangle with (tgt != pad_id) over the key axis",
+    MASK,
+)
+PAD_ROWS = Mistake(
+    "padding masked on the query axis",
+    "(tgt != pad_id) was broadcast over the rows (queries) instead of the columns (keys): a padded query "
+    "row is harmless (its output is ignored by the loss), but a real query must not read a padded key",
+    MASK,
+)
+UPPER = Mistake(
+    "upper triangle (future instead of past)",
+    "True marks what may be attended: position i may see j <= i, the lower triangle with its diagonal "
+    "(tril), not the upper one",
+    MASK,
+)
+DECODER_NO_MASK = Mistake(
+    "causal mask missing in the decoder",
+    "the self-attention of the decoder layer ignored tgt_mask, so each position attends to the future "
+    "positions of the target too: pass tgt_mask to self_attn",
+    DECODER,
+)
+CROSS_FROM_DECODER = Mistake(
+    "cross-attention keys from the decoder",
+    "cross-attention takes its queries from the decoder and its keys and values from the encoder's output "
+    "(memory): cross_attn(h, memory, memory, src_mask). Keys and values from the decoder make it a second "
+    "self-attention that never reads the source sentence",
+    DECODER,
+)
+RESIDUAL_NORMED = Mistake(
+    "residual around the wrong sublayer",
+    "in a pre-norm layer the residual adds the sublayer's output to x itself: x + sublayer(norm(x)). "
+    "Adding it to norm(x) instead re-normalises the residual stream at every sublayer, so the identity "
+    "path that lets gradients through the stack is gone",
+    ENCODER,
+)
+NORM_MISMATCH = Mistake(
+    "norm placement disagrees with norm_first",
+    "the layer computes the other arrangement than its norm_first attribute says (pre-norm: x + f(norm(x)); "
+    "post-norm: norm(x + f(x))): set norm_first to what forward does",
+    ENCODER,
+)
+MASK_IGNORED = Mistake(
+    "padding mask ignored",
+    "the encoder's self-attention did not use `mask`, so real tokens attend to <pad> positions and the "
+    "output changes with the amount of padding",
+    ENCODER,
+)
+CACHE_NOT_ADVANCED = Mistake(
+    "cache not advanced",
+    "with use_cache=True the same cache must be passed to every step, each time with only the newest token "
+    "(ys[:, -1:]): a fresh cache per step, or feeding the first token again, makes each step forget the "
+    "tokens before it",
+    GREEDY,
+)
+NO_STOP = Mistake(
+    "sequences not finished at <eos>",
+    "once a sequence has produced <eos>, every later position of that row is <pad> (model.pad_id); "
+    "keep a `finished` flag per row and stop when all rows are finished",
+    GREEDY,
+)
+LP_INVERTED = Mistake(
+    "length penalty inverted",
+    "the score of a finished hypothesis is its total log-probability divided by len ** length_penalty; "
+    "multiplying makes long hypotheses (more negative sums) look even worse, which is the bias the penalty "
+    "is there to remove",
+    BEAM,
+)
+NO_LP = Mistake(
+    "length penalty ignored",
+    "finished hypotheses were compared by their total log-probability: every extra token makes the sum "
+    "more negative, so the shortest hypothesis wins; divide by len ** length_penalty",
+    BEAM,
+)
+
+# Sizes of the hidden inputs.
+LAYER = dict(d_model=24, num_heads=4, d_ff=40)
+EOS_BIAS = 3.0
+MODEL = dict(src_vocab_size=17, tgt_vocab_size=19, d_model=32, num_heads=4, d_ff=48, num_layers=2, max_len=40)
+
+
+# -- reference layers (the course's naming: self_attn/cross_attn.W_q..W_o, linear1/2, norm1/2/3) -------------
+def _lin(p, name, x):
+    return F.linear(x, p[f"{name}.weight"], p.get(f"{name}.bias"))
+
+
+def _ln(p, name, x):
+    return F.layer_norm(x, (x.shape[-1],), p[f"{name}.weight"], p[f"{name}.bias"])
+
+
+def _mha(p, prefix, query, key, value, mask, h):
+    B, Lq, D = query.shape
+    Lk = key.shape[1]
+
+    def heads(t, L):
+        return t.view(B, L, h, D // h).transpose(1, 2)
+
+    q = heads(_lin(p, f"{prefix}.W_q", query), Lq)
+    k = heads(_lin(p, f"{prefix}.W_k", key), Lk)
+    v = heads(_lin(p, f"{prefix}.W_v", value), Lk)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(D // h)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    out = (scores.softmax(-1) @ v).transpose(1, 2).reshape(B, Lq, D)
+    return _lin(p, f"{prefix}.W_o", out)
+
+
+def _ffn(p, x):
+    return _lin(p, "linear2", F.relu(_lin(p, "linear1", x)))
+
+
+def reference_encoder_layer(p, x, mask, h, norm_first=True, mistake=None):
+    attn_mask = None if mistake == "mask_ignored" else mask
+    if norm_first:
+        n = _ln(p, "norm1", x)
+        x = (n if mistake == "residual" else x) + _mha(p, "self_attn", n, n, n, attn_mask, h)
+        n = _ln(p, "norm2", x)
+        return (n if mistake == "residual" else x) + _ffn(p, n)
+    x = _ln(p, "norm1", x + _mha(p, "self_attn", x, x, x, attn_mask, h))
+    return _ln(p, "norm2", x + _ffn(p, x))
+
+
+def reference_decoder_layer(p, x, memory, tgt_mask, src_mask, h, norm_first=True, mistake=None):
+    self_mask = None if mistake == "no_mask" else tgt_mask
+
+    def cross(q):
+        if mistake == "cross_from_decoder":
+            return _mha(p, "cross_attn", q, q, q, None, h)
+        return _mha(p, "cross_attn", q, memory, memory, src_mask, h)
+
+    if norm_first:
+        n = _ln(p, "norm1", x)
+        x = (n if mistake == "residual" else x) + _mha(p, "self_attn", n, n, n, self_mask, h)
+        n = _ln(p, "norm2", x)
+        x = (n if mistake == "residual" else x) + cross(n)
+        n = _ln(p, "norm3", x)
+        return (n if mistake == "residual" else x) + _ffn(p, n)
+    x = _ln(p, "norm1", x + _mha(p, "self_attn", x, x, x, self_mask, h))
+    x = _ln(p, "norm2", x + cross(x))
+    return _ln(p, "norm3", x + _ffn(p, x))
+
+
+def layer_params(g, d_model, d_ff, decoder=False):
+    """Random weights in the course's naming; LayerNorm weights away from 1 so a missing norm shows."""
+    p = {}
+    for block in ("self_attn", "cross_attn") if decoder else ("self_attn",):
+        for name in ("W_q", "W_k", "W_v", "W_o"):
+            p[f"{block}.{name}.weight"] = torch.randn(d_model, d_model, generator=g) / math.sqrt(d_model)
+            p[f"{block}.{name}.bias"] = torch.randn(d_model, generator=g) * 0.1
+    p["linear1.weight"] = torch.randn(d_ff, d_model, generator=g) / math.sqrt(d_model)
+    p["linear1.bias"] = torch.randn(d_ff, generator=g) * 0.1
+    p["linear2.weight"] = torch.randn(d_model, d_ff, generator=g) / math.sqrt(d_ff)
+    p["linear2.bias"] = torch.randn(d_model, generator=g) * 0.1
+    for i in range(1, 4 if decoder else 3):
+        p[f"norm{i}.weight"] = 1 + 0.3 * torch.randn(d_model, generator=g)
+        p[f"norm{i}.bias"] = 0.1 * torch.randn(d_model, generator=g)
+    return p
+
+
+def to_torch_layer(p, d_model, h, d_ff, norm_first, decoder=False):
+    """PyTorch's own layer holding the same weights (in_proj = W_q, W_k, W_v stacked; out_proj = W_o)."""
+    cls = nn.TransformerDecoderLayer if decoder else nn.TransformerEncoderLayer
+    layer = cls(d_model, h, d_ff, dropout=0.0, batch_first=True, norm_first=norm_first).eval()
+    state = {}
+    for ours, theirs in (("self_attn", "self_attn"), ("cross_attn", "multihead_attn")):
+        if f"{ours}.W_q.weight" not in p:
+            continue
+        state[f"{theirs}.in_proj_weight"] = torch.cat([p[f"{ours}.W_{c}.weight"] for c in "qkv"])
+        state[f"{theirs}.in_proj_bias"] = torch.cat([p[f"{ours}.W_{c}.bias"] for c in "qkv"])
+        state[f"{theirs}.out_proj.weight"] = p[f"{ours}.W_o.weight"]
+        state[f"{theirs}.out_proj.bias"] = p[f"{ours}.W_o.bias"]
+    for k, v in p.items():
+        if k.startswith(("linear", "norm")):
+            state[k] = v
+    layer.load_state_dict(state)
+    return layer
+
+
+def _torch_mask(mask, h):
+    B, _, Lq, Lk = mask.shape
+    return ~mask.expand(B, h, Lq, Lk).reshape(B * h, Lq, Lk)
+
+
+def reference_decoder_mask(tgt, pad_id, mistake=None):
+    L = tgt.shape[1]
+    causal = torch.ones(L, L, dtype=torch.bool).tril()
+    if mistake == "upper":
+        causal = causal.T
+    keys = (tgt != pad_id)[:, None, None, :]
+    if mistake == "no_causal":
+        return keys.expand(-1, 1, L, L)
+    if mistake == "no_padding":
+        return causal.expand(tgt.shape[0], 1, L, L)
+    if mistake == "pad_rows":
+        return causal & (tgt != pad_id)[:, None, :, None]
+    return causal & keys
+
+
+# -- reference decoders on a Translator ---------------------------------------------------------------
+@torch.no_grad()
+def reference_greedy(model, src, max_len, mistake=None):
+    memory, src_mask = model.encode(src)
+    B = src.shape[0]
+    ys = torch.full((B, 1), model.bos_id, dtype=torch.long)
+    cache = model.new_cache()
+    done = torch.zeros(B, dtype=torch.bool)
+    for _ in range(max_len):
+        if mistake == "cache_not_advanced":
+            logits = model.decode(ys[:, -1:], memory, src_mask, model.new_cache())
+        else:
+            logits = model.decode(ys[:, -1:], memory, src_mask, cache)
+        nxt = logits[:, -1].argmax(-1)
+        if mistake != "no_stop":
+            nxt = nxt.masked_fill(done, model.pad_id)
+        ys = torch.cat([ys, nxt[:, None]], dim=1)
+        done |= nxt == model.eos_id
+        if mistake != "no_stop" and done.all():
+            break
+    return ys[:, 1:]
+
+
+@torch.no_grad()
+def reference_beam(model, src, beam_size, max_len, length_penalty=1.0, mistake=None):
+    def final(logp, n):
+        if mistake == "lp_inverted":
+            return logp * n ** length_penalty
+        if mistake == "no_lp":
+            return logp
+        return logp / n ** length_penalty
+
+    memory, src_mask = model.encode(src)
+    beams = torch.full((1, 1), model.bos_id, dtype=torch.long)
+    scores = torch.zeros(1)
+    finished = []
+    for _ in range(max_len):
+        k = beams.shape[0]
+        logits = model.decode(beams, memory.expand(k, -1, -1), src_mask.expand(k, -1, -1, -1))
+        logp = logits[:, -1].log_softmax(-1)
+        V = logp.shape[-1]
+        top, idx = (scores[:, None] + logp).flatten().topk(min(beam_size, k * V))
+        beams = torch.cat([beams[idx // V], (idx % V)[:, None]], dim=1)
+        scores = top
+        ended = beams[:, -1] == model.eos_id
+        n = beams.shape[1] - 1
+        finished += [(beams[b, 1:], final(scores[b].item(), n)) for b in ended.nonzero().flatten().tolist()]
+        beams, scores = beams[~ended], scores[~ended]
+        if beams.shape[0] == 0:
+            break
+    n = beams.shape[1] - 1
+    finished += [(beams[b, 1:], final(scores[b].item(), n)) for b in range(beams.shape[0])]
+    best = max(range(len(finished)), key=lambda i: finished[i][1])
+    tokens = finished[best][0]
+    true_score = reference_score(model, src, tokens, length_penalty)
+    return tokens, true_score
+
+
+@torch.no_grad()
+def reference_score(model, src, tokens, length_penalty):
+    """The length-normalised log-probability of `tokens` (after <bos>) given `src`."""
+    memory, src_mask = model.encode(src)
+    tgt = torch.cat([torch.tensor([model.bos_id]), tokens])[None]
+    logp = model.decode(tgt[:, :-1], memory, src_mask).log_softmax(-1)[0]
+    total = logp.gather(-1, tokens[:, None]).sum().item()
+    return total / len(tokens) ** length_penalty
+
+
+def model_params(g):
+    """Weights for the hidden decoding tests: random, shaped so that the tokens depend on the source and on the
+    tokens before them, and an <eos> bias that ends some (not all) sequences within 12 steps."""
+    torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=g)))
+    model = Translator(**MODEL).eval()
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    d, V = MODEL["d_model"], MODEL["tgt_vocab_size"]
+    state["generator.weight"] = torch.randn(V, d, generator=g) * 0.6
+    state["generator.bias"] = torch.zeros(V)
+    state["generator.bias"][[model.pad_id, model.bos_id]] = -10.0  # a trained model never predicts these
+    state["generator.bias"][model.eos_id] = EOS_BIAS
+    for name in state:  # a strong cross-attention and a faint target embedding: the output depends on the source
+        if ".multihead_attn." in name and name.endswith("weight"):
+            state[name] = state[name] * 6
+    state["tgt_embed.weight"] = state["tgt_embed.weight"] * 0.2
+    return state
+
+
+def local_model(state):
+    model = Translator(**MODEL).eval()
+    model.load_state_dict(state)
+    return model
+
+
+def _sources(g, B, lengths, vocab):
+    src = torch.randint(4, vocab, (B, max(lengths) + 2), generator=g)
+    src[:, 0] = 1
+    for b, n in enumerate(lengths):
+        src[b, n + 1] = 2
+        src[b, n + 2:] = 0
+    return src
+
+
+def make_references() -> dict[str, torch.Tensor]:
+    """Hidden inputs and expected outputs; `attn references 08_transformer_translator` stores them."""
+    g = torch.Generator().manual_seed(80808)
+    refs: dict[str, torch.Tensor] = {}
+    tgt = torch.randint(3, 30, (3, 7), generator=g)
+    tgt[0, 5:] = 0
+    tgt[1, 2:] = 0
+    refs["mask.tgt"] = tgt
+    refs["mask.out"] = reference_decoder_mask(tgt, 0)
+    d, h, ff = LAYER["d_model"], LAYER["num_heads"], LAYER["d_ff"]
+    for kind in ("enc", "dec"):
+        p = layer_params(g, d, ff, decoder=kind == "dec")
+        refs.update({f"{kind}.{k}": v for k, v in p.items()})
+    refs["enc.x"] = torch.randn(2, 6, d, generator=g)
+    refs["enc.mask"] = (torch.arange(6) < torch.tensor([6, 4])[:, None])[:, None, None, :]
+    for norm_first in (True, False):
+        refs[f"enc.out.{int(norm_first)}"] = reference_encoder_layer(
+            _strip(refs, "enc"), refs["enc.x"], refs["enc.mask"], h, norm_first)
+    refs["dec.x"] = torch.randn(2, 5, d, generator=g)
+    refs["dec.memory"] = torch.randn(2, 7, d, generator=g)
+    refs["dec.src_mask"] = (torch.arange(7) < torch.tensor([7, 3])[:, None])[:, None, None, :]
+    dec_tgt = torch.tensor([[1, 5, 6, 7, 8], [1, 5, 6, 0, 0]])
+    refs["dec.tgt_mask"] = reference_decoder_mask(dec_tgt, 0)
+    for norm_first in (True, False):
+        refs[f"dec.out.{int(norm_first)}"] = reference_decoder_layer(
+            _strip(refs, "dec"), refs["dec.x"], refs["dec.memory"], refs["dec.tgt_mask"], refs["dec.src_mask"], h,
+            norm_first)
+    state = model_params(g)
+    refs.update({f"model.{k}": v for k, v in state.items()})
+    model = local_model(state)
+    src = _sources(g, 6, [6, 3, 9, 4, 7, 8], MODEL["src_vocab_size"])
+    refs["greedy.src"] = src
+    refs["greedy.out"] = reference_greedy(model, src, 12)
+    return refs
+
+
+def _strip(refs, prefix):
+    n = len(prefix) + 1
+    return {k[n:]: v for k, v in refs.items() if k.startswith(prefix + ".") and ("_attn." in k or
+                                                                              k[n:].startswith(("linear", "norm")))}
+
+
+# -- helpers -------------------------------------------------------------------------------------------
+def _build(cls, what, *args):
+    module = cls(*args)
+    if not isinstance(module, nn.Module):
+        raise CheckFailure(f"{what} should be an nn.Module (subclass torch.nn.Module), got {type_name(module)}.")
+    return module
+
+
+def _norm_first(module, what):
+    value = module.norm_first
+    if not isinstance(value, bool):
+        raise CheckFailure(f"{what}.norm_first should be True (pre-norm) or False (post-norm), got {value!r}.")
+    return value
+
+
+ENC_NEEDS = ("self_attn (a MultiHeadAttention with W_q, W_k, W_v, W_o), linear1 (d_model -> d_ff), "
+             "linear2 (d_ff -> d_model), norm1 and norm2 (nn.LayerNorm)")
+DEC_NEEDS = ("self_attn and cross_attn (MultiHeadAttention, each with W_q, W_k, W_v, W_o), linear1, linear2, "
+             "norm1, norm2 and norm3")
+
+
+def _layer(cls, p, decoder):
+    d, h, ff = LAYER["d_model"], LAYER["num_heads"], LAYER["d_ff"]
+    what = "DecoderLayer" if decoder else "EncoderLayer"
+    module = _build(cls, what, d, h, ff, 0.0).eval()
+    load_weights(module, p, DEC_NEEDS if decoder else ENC_NEEDS)
+    return module, _norm_first(module, what)
+
+
+# -- hidden tests ----------------------------------------------------------------------------------------
+def test_decoder_mask(check, refs, decoder_mask):
+    with check("matches the reference on a hidden batch (B=3, L=7, padding of different lengths)"):
+        tgt = refs["mask.tgt"]
+        check.close(decoder_mask(tgt, 0), refs["mask.out"], "decoder_mask(tgt, 0)",
+                    mistakes={m: reference_decoder_mask(tgt, 0, k) for m, k in (
+                        (NO_CAUSAL_MASK, "no_causal"), (NO_PADDING, "no_padding"), (PAD_ROWS, "pad_rows"),
+                        (UPPER, "upper"))})
+    with check("works with another pad_id and longer sequences (pad_id=3, L=11)", weight=2):
+        tgt = torch.randint(4, 50, (4, 11))
+        for b, n in enumerate((11, 1, 6, 9)):
+            tgt[b, n:] = 3
+        check.close(decoder_mask(tgt, 3), reference_decoder_mask(tgt, 3), "decoder_mask(tgt, pad_id=3)",
+                    mistakes={m: reference_decoder_mask(tgt, 3, k) for m, k in (
+                        (NO_CAUSAL_MASK, "no_causal"), (NO_PADDING, "no_padding"), (PAD_ROWS, "pad_rows"),
+                        (UPPER, "upper"))})
+    with check("leaves the target ids unchanged"):
+        tgt = torch.randint(1, 9, (2, 5))
+        before = tgt.clone()
+        decoder_mask(tgt, 0)
+        check.true(torch.equal(tgt, before), "decoder_mask changed its tgt argument: build a new tensor instead.")
+
+
+def _encoder_mistakes(p, x, mask, h, norm_first):
+    return {
+        RESIDUAL_NORMED: reference_encoder_layer(p, x, mask, h, norm_first, "residual") if norm_first else None,
+        NORM_MISMATCH: reference_encoder_layer(p, x, mask, h, not norm_first),
+        MASK_IGNORED: reference_encoder_layer(p, x, mask, h, norm_first, "mask_ignored"),
+    }
+
+
+def _drop_none(d):
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def test_encoder_layer(check, refs, EncoderLayer):
+    h = LAYER["num_heads"]
+    p = _strip(refs, "enc")
+    with check("supplied weights reproduce the stored output (pre- or post-norm, as norm_first says)", weight=2):
+        layer, norm_first = _layer(EncoderLayer, p, decoder=False)
+        x, mask = refs["enc.x"], refs["enc.mask"]
+        with torch.no_grad():
+            out = layer(x, mask)
+        check.close(out, refs[f"enc.out.{int(norm_first)}"], "EncoderLayer output (hidden input)",
+                    mistakes=_drop_none(_encoder_mistakes(p, x, mask, h, norm_first)), atol=1e-4)
+    with check("equals torch.nn.TransformerEncoderLayer with the same weights on fresh inputs", weight=2):
+        layer, norm_first = _layer(EncoderLayer, p, decoder=False)
+        reference = to_torch_layer(p, LAYER["d_model"], h, LAYER["d_ff"], norm_first)
+        x = torch.randn(3, 9, LAYER["d_model"])
+        mask = (torch.arange(9) < torch.tensor([9, 2, 5])[:, None])[:, None, None, :]
+        with torch.no_grad():
+            out = layer(x, mask)
+            want = reference(x, src_mask=_torch_mask(mask.expand(3, 1, 9, 9), h))
+        check.close(out, want, "EncoderLayer output vs PyTorch's", atol=1e-4,
+                    mistakes=_drop_none(_encoder_mistakes(p, x, mask, h, norm_first)))
+    with check("dropout is off in eval mode: EncoderLayer(..., dropout=0.5).eval() is deterministic"):
+        layer = _build(EncoderLayer, "EncoderLayer", LAYER["d_model"], h, LAYER["d_ff"], 0.5).eval()
+        load_weights(layer, p, ENC_NEEDS)
+        x = torch.randn(2, 4, LAYER["d_model"])
+        with torch.no_grad():
+            first, second = layer(x, None), layer(x, None)
+        check.close(second, first, "a second call in eval mode")
+    with check("leaves its input unchanged"):
+        layer, _ = _layer(EncoderLayer, p, decoder=False)
+        x = torch.randn(2, 4, LAYER["d_model"])
+        before = x.clone()
+        with torch.no_grad():
+            layer(x, None)
+        check.true(torch.equal(x, before), "EncoderLayer changed x in place (x += ...): write x = x + ... instead.")
+
+
+def _decoder_mistakes(p, x, memory, tgt_mask, src_mask, h, norm_first):
+    return _drop_none({
+        DECODER_NO_MASK: reference_decoder_layer(p, x, memory, tgt_mask, src_mask, h, norm_first, "no_mask"),
+        CROSS_FROM_DECODER: reference_decoder_layer(p, x, memory, tgt_mask, src_mask, h, norm_first,
+                                                    "cross_from_decoder"),
+        RESIDUAL_NORMED: (reference_decoder_layer(p, x, memory, tgt_mask, src_mask, h, norm_first, "residual")
+                          if norm_first else None),
+        NORM_MISMATCH: reference_decoder_layer(p, x, memory, tgt_mask, src_mask, h, not norm_first),
+    })
+
+
+def test_decoder_layer(check, refs, DecoderLayer, LayerCache):
+    h, d = LAYER["num_heads"], LAYER["d_model"]
+    p = _strip(refs, "dec")
+    with check("supplied weights reproduce the stored output (causal + padding masks, Ls != Lt)", weight=2):
+        layer, norm_first = _layer(DecoderLayer, p, decoder=True)
+        args = refs["dec.x"], refs["dec.memory"], refs["dec.tgt_mask"], refs["dec.src_mask"]
+        with torch.no_grad():
+            out = layer(*args)
+        check.close(out, refs[f"dec.out.{int(norm_first)}"], "DecoderLayer output (hidden input)", atol=1e-4,
+                    mistakes=_decoder_mistakes(p, *args, h, norm_first))
+    with check("equals torch.nn.TransformerDecoderLayer with the same weights (no source padding)", weight=2):
+        layer, norm_first = _layer(DecoderLayer, p, decoder=True)
+        reference = to_torch_layer(p, d, h, LAYER["d_ff"], norm_first, decoder=True)
+        x, memory = torch.randn(2, 6, d), torch.randn(2, 8, d)
+        tgt_mask = torch.ones(6, 6, dtype=torch.bool).tril()[None, None].expand(2, 1, 6, 6)
+        with torch.no_grad():
+            out = layer(x, memory, tgt_mask, None)
+            want = reference(x, memory, tgt_mask=_torch_mask(tgt_mask, h))
+        check.close(out, want, "DecoderLayer output vs PyTorch's", atol=1e-4,
+                    mistakes=_decoder_mistakes(p, x, memory, tgt_mask, None, h, norm_first))
+    with check("with a cache, one position at a time equals the full causal pass", weight=2):
+        layer, norm_first = _layer(DecoderLayer, p, decoder=True)
+        x, memory = torch.randn(2, 5, d), torch.randn(2, 4, d)
+        src_mask = (torch.arange(4) < torch.tensor([4, 2])[:, None])[:, None, None, :]
+        tgt_mask = torch.ones(5, 5, dtype=torch.bool).tril()[None, None]
+        want = reference_decoder_layer(p, x, memory, tgt_mask, src_mask, h, norm_first)
+        cache = LayerCache()
+        with torch.no_grad():
+            steps = [layer(x[:, t:t + 1], memory, None, src_mask, cache=cache) for t in range(5)]
+        got = torch.cat([s for s in steps], dim=1)
+        check.close(got, want, "outputs of cached decoding, one position at a time", atol=1e-4)
+    with check("dropout is off in eval mode, and the inputs are left unchanged"):
+        layer = _build(DecoderLayer, "DecoderLayer", d, h, LAYER["d_ff"], 0.5).eval()
+        load_weights(layer, p, DEC_NEEDS)
+        x, memory = torch.randn(2, 3, d), torch.randn(2, 4, d)
+        before = x.clone(), memory.clone()
+        with torch.no_grad():
+            first, second = layer(x, memory, None, None), layer(x, memory, None, None)
+        check.close(second, first, "a second call in eval mode")
+        check.true(torch.equal(x, before[0]) and torch.equal(memory, before[1]),
+                   "DecoderLayer changed x or memory in place: write x = x + ... instead of x += ...")
+
+
+def _worker_model(Translator_, refs):
+    model = Translator_(**MODEL)
+    state = {k[len("model."):]: v for k, v in refs.items() if k.startswith("model.")}
+    model.load_state_dict(state)
+    model.eval()
+    return model, local_model(state)
+
+
+def _tokens(result, what):
+    if not isinstance(result, torch.Tensor):
+        raise CheckFailure(f"{what} should return a tensor of token ids, got {type_name(result)}.")
+    if result.dtype != torch.long:
+        raise CheckFailure(f"{what} should return token ids as torch.long, got {result.dtype}.")
+    return result
+
+
+def test_greedy_decode(check, refs, greedy_decode, Translator_):
+    src = refs["greedy.src"]
+    with check("with the cache: the stored tokens for a hidden batch (6 sentences, a hidden model)", weight=2):
+        model, local = _worker_model(Translator_, refs)
+        got = _tokens(greedy_decode(model, src, 12, use_cache=True), "greedy_decode")
+        check.close(got, refs["greedy.out"], "greedy_decode(model, src, 12)", mistakes={
+            CACHE_NOT_ADVANCED: reference_greedy(local, src, 12, "cache_not_advanced"),
+            NO_STOP: reference_greedy(local, src, 12, "no_stop")})
+    with check("without the cache: the same tokens"):
+        model, local = _worker_model(Translator_, refs)
+        got = _tokens(greedy_decode(model, src, 12, use_cache=False), "greedy_decode(..., use_cache=False)")
+        check.close(got, refs["greedy.out"], "greedy_decode(model, src, 12, use_cache=False)",
+                    mistakes={NO_STOP: reference_greedy(local, src, 12, "no_stop")})
+    with check("fresh sources, max_len 3 and 20: cached equals uncached equals the reference", weight=2):
+        model, local = _worker_model(Translator_, refs)
+        g = torch.Generator().manual_seed(int(torch.randint(0, 2**31 - 1, (1,))))
+        fresh = _sources(g, 4, [int(n) for n in torch.randint(1, 10, (4,))], MODEL["src_vocab_size"])
+        for max_len in (20, 3):
+            want = reference_greedy(local, fresh, max_len)
+            for use_cache in (True, False):
+                got = _tokens(greedy_decode(model, fresh, max_len, use_cache=use_cache), "greedy_decode")
+                check.close(got, want, f"greedy_decode(model, src, {max_len}, use_cache={use_cache})", mistakes={
+                    CACHE_NOT_ADVANCED: reference_greedy(local, fresh, max_len, "cache_not_advanced"),
+                    NO_STOP: reference_greedy(local, fresh, max_len, "no_stop")})
+    with check("leaves src unchanged"):
+        model, _ = _worker_model(Translator_, refs)
+        before = src.clone()
+        greedy_decode(model, src, 5)
+        check.true(torch.equal(src, before), "greedy_decode changed src in place.")
+
+
+def _beam(beam_search, model, src, k, max_len, lp, what):
+    result = beam_search(model, src, k, max_len, lp)
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise CheckFailure(f"{what} should return a tuple (tokens, score), got {type_name(result)}.")
+    tokens, score = result
+    tokens = _tokens(tokens, what)
+    if tokens.dim() != 1:
+        raise CheckFailure(f"{what}: tokens should be 1-D (T,), got shape {tuple(tokens.shape)}.")
+    if isinstance(score, torch.Tensor) and score.numel() == 1:
+        score = score.item()
+    if not isinstance(score, (int, float)) or isinstance(score, bool):
+        raise CheckFailure(f"{what}: the score should be a number, got {type_name(score)}.")
+    return tokens, float(score)
+
+
+def test_beam_search(check, refs, beam_search, Translator_):
+    src_all = refs["greedy.src"]
+    with check("beam_size=1 is greedy decoding (hidden sources)"):
+        model, local = _worker_model(Translator_, refs)
+        for b in range(src_all.shape[0]):
+            src = src_all[b:b + 1]
+            tokens, _ = _beam(beam_search, model, src, 1, 12, 1.0, "beam_search(model, src, 1, 12, 1.0)")
+            want = reference_greedy(local, src, 12)[0]
+            check.close(tokens, want, f"beam_search with beam_size=1, sentence {b}")
+    with check("beam_size 3 and 5: the reference's hypothesis and score (length_penalty 1.0 and 0.6)", weight=3):
+        model, local = _worker_model(Translator_, refs)
+        rows = []
+        for lp in (1.0, 0.6):
+            for k in (5, 3):
+                for b in range(src_all.shape[0]):
+                    src = src_all[b:b + 1]
+                    tokens, score = _beam(beam_search, model, src, k, 12, lp, f"beam_search(model, src, {k}, 12, {lp})")
+                    want, want_score = reference_beam(local, src, k, 12, lp)
+                    wrong = {m: reference_beam(local, src, k, 12, lp, key)[0]
+                             for m, key in ((LP_INVERTED, "lp_inverted"), (NO_LP, "no_lp"))}
+                    rows.append((f"(beam {k}, length_penalty {lp}, sentence {b})", tokens, score, want, want_score,
+                                 wrong))
+
+        def same(a, b):
+            return a.shape == b.shape and torch.equal(a, b)
+
+        # A mistake is named only if it explains every hypothesis that differs from the reference.
+        failing = [r for r in rows if not same(r[1], r[3])]
+        explains = [m for m in (LP_INVERTED, NO_LP) if failing and all(same(r[1], r[5][m]) for r in failing)]
+        for what, tokens, score, want, want_score, wrong in rows:
+            named = {explains[0]: wrong[explains[0]]} if len(explains) == 1 else {}
+            check.close(tokens, want, f"tokens {what}", mistakes=named)
+            check.close(torch.tensor(score), torch.tensor(want_score), f"score {what}", atol=1e-4)
+    with check("a wider beam never returns a lower score than beam 1, on fresh sources"):
+        model, local = _worker_model(Translator_, refs)
+        g = torch.Generator().manual_seed(int(torch.randint(0, 2**31 - 1, (1,))))
+        tried = 0
+        for _ in range(12):
+            src = _sources(g, 1, [int(torch.randint(2, 9, (1,), generator=g))], MODEL["src_vocab_size"])
+            _, one = reference_beam(local, src, 1, 10, 1.0)
+            _, four = reference_beam(local, src, 4, 10, 1.0)
+            if four < one - 1e-6:
+                continue  # beam search is a heuristic: here even the reference's wider beam scores lower
+            _, s1 = _beam(beam_search, model, src, 1, 10, 1.0, "beam_search(..., beam_size=1)")
+            _, s4 = _beam(beam_search, model, src, 4, 10, 1.0, "beam_search(..., beam_size=4)")
+            check.true(s4 >= s1 - 1e-4, f"beam 4 scored {s4:.4f}, below beam 1's {s1:.4f}: the wider beam should "
+                       "keep the best hypotheses it has seen")
+            tried += 1
+            if tried == 3:
+                break
+
+
+HIDDEN_TESTS = {
+    "decoder_mask": test_decoder_mask,
+    "EncoderLayer": test_encoder_layer,
+    "DecoderLayer": test_decoder_layer,
+    "greedy_decode": test_greedy_decode,
+    "beam_search": test_beam_search,
+}
