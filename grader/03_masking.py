@@ -56,6 +56,13 @@ MINUS_1E9 = Mistake(
     "a finite fill value makes a fully masked row a uniform average over all keys, padding included, instead of all zeros",
     S_INF,
 )
+FORBIDDEN_SCALE = Mistake(
+    "forbidden scores still set the row's scale",
+    "the row maximum (or a plain softmax) was taken over every score before the mask was applied: when a forbidden "
+    "score is far above the allowed ones, exp(allowed - max) underflows to 0 and the allowed keys end with no weight "
+    "(or 0/0). Fill the forbidden scores with -inf first, then take the maximum over what is left",
+    S_INF,
+)
 QUERY_PAD = Mistake(
     "padding on the query axis",
     "the key lengths were applied to the queries (rows) instead of the keys (columns) — the mask must be (B, 1, 1, Lk) before it spreads over queries",
@@ -302,6 +309,16 @@ def test_masked_softmax(check, refs, masked_softmax):
         check.true(s.grad is not None, "no gradient reached the scores: is the result detached from them?")
         check.true(torch.isfinite(s.grad).all(), "the gradient with respect to the scores contains NaN or inf.", NAN_ROWS)
         check.close(s.grad, refs["masked_softmax.grad"], "gradient with respect to the scores", atol=1e-5)
+    with check("a forbidden key whose score is far above the allowed ones (+120) still gets no weight", weight=2):
+        g = torch.Generator().manual_seed(int(torch.randint(0, 2**31 - 1, (1,))))
+        m = torch.rand(3, 5, 7, generator=g) > 0.4
+        m[..., int(torch.randint(0, 7, (1,), generator=g))] = True  # every row keeps at least one allowed key
+        s = torch.randn(3, 5, 7, generator=g) + 120.0 * (~m)
+        e = torch.exp(s - s.amax(dim=-1, keepdim=True)) * m
+        total = e.sum(dim=-1, keepdim=True)
+        check.close(masked_softmax(s, m), ref_masked_softmax(s, m), "weights with forbidden scores 120 above the rest",
+                    mistakes={FORBIDDEN_SCALE: e / torch.where(total > 0, total, torch.ones_like(total)),
+                              AFTER_SOFTMAX: torch.softmax(s, dim=-1).masked_fill(~m, 0.0)})
     with check("an all-True mask gives torch.softmax, also for scores near 1000"):
         g = torch.Generator().manual_seed(8)
         s = torch.randn(4, 6, 9, generator=g) * 5 + 1000

@@ -36,6 +36,12 @@ TRANSPOSED = Mistake(
     "angle-addition formulas for one (sin, cos) pair and read off which entry gets +sin",
     "The offset property: a shift is a rotation",
 )
+DROPOUT_IN_EVAL = Mistake(
+    "dropout active in eval mode",
+    "model.eval() must switch dropout off: use the nn.Dropout module (it follows train() / eval()), or pass "
+    "training=self.training to F.dropout. With dropout in eval mode every translation and every test is random",
+    "The `PositionalEncoding` module",
+)
 INTERLEAVED_ROPE = Mistake(
     "interleaved-pair RoPE",
     "you rotate the neighbouring pairs (x0, x1), (x2, x3), ... as in the RoFormer paper; the convention asked "
@@ -231,6 +237,14 @@ def test_PositionalEncoding(check, refs, PositionalEncoding):
         frac = float(kept.float().mean())
         check.true(0.4 < frac < 0.6, "in train mode with dropout=0.5 about half of the outputs should be zero.")
         check.close(out[kept], expected[kept], "the entries dropout kept", atol=1e-4)
+    with check("eval mode with dropout=0.5: no dropout at all, forward(x) = x + PE, the same on every call", weight=2):
+        module = PositionalEncoding(16, 40, 0.5).eval()
+        x = torch.randn(3, 11, 16)
+        before = x.clone()
+        first, second = module(x), module(x)
+        check.true(torch.allclose(first, second), "two calls in eval mode gave different outputs.", DROPOUT_IN_EVAL)
+        check.close(first, x + reference_sinusoidal(40, 16)[:11], "forward(x) in eval mode", atol=1e-4)
+        check.true(torch.equal(x, before), "forward changed x in place (x += ...): return x + pe instead.")
     with check("L = max_len works, L = max_len + 1 raises ValueError"):
         module = PositionalEncoding(8, 12, 0.0).eval()
         check.shape(module(torch.zeros(1, 12, 8)), (1, 12, 8), "forward of a sequence of exactly max_len")

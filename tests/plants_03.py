@@ -38,6 +38,13 @@ MISTAKES = [
      "new": "return ~((j <= i) & (j > i - window))",
      "exercise": "sliding_window_mask", "mistake": "inverted polarity"},
     # masked_softmax
+    # the row max over all scores, the mask applied to the exponentials: right until a forbidden score is far above
+    {"cell": "masked_softmax", "old": _SOFTMAX_BODY,
+     "new": "    row_max = scores.amax(dim=-1, keepdim=True)\n"
+            "    e = torch.exp(scores - row_max) * mask\n"
+            "    total = e.sum(dim=-1, keepdim=True)\n"
+            "    return e / torch.where(total > 0, total, torch.ones_like(total))\n",
+     "exercise": "masked_softmax", "mistake": "forbidden scores still set the row's scale"},
     {"cell": "masked_softmax", "old": _SOFTMAX_BODY,
      "new": "    return torch.softmax(scores, dim=-1) * mask  # zero the masked weights, no renormalising\n",
      "exercise": "masked_softmax", "mistake": "masking after softmax"},

@@ -5,6 +5,9 @@ NOTEBOOK = "05_positional_encoding"
 # Each mistake is planted into answer cell `cell` by replacing `old` (exactly once) with `new`;
 # grading must lose some (not all) points on `exercise` and name `mistake` there.
 MISTAKES = [
+    {"cell": "PositionalEncoding", "old": "        return self.dropout(x + self.pe[:L])",
+     "new": "        return F.dropout(x + self.pe[:L], p=self.dropout.p, training=True)",
+     "exercise": "PositionalEncoding", "mistake": "dropout active in eval mode"},
     {"cell": "sinusoidal_encoding",
      "old": "    pe[:, 0::2] = torch.sin(angle)\n    pe[:, 1::2] = torch.cos(angle)",
      "new": "    pe[:, : d_model // 2] = torch.sin(angle)\n    pe[:, d_model // 2:] = torch.cos(angle)",
