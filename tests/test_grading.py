@@ -210,3 +210,34 @@ def test_load_weights_copies_by_name_and_says_what_is_missing():
         load_weights(layer, {"W_q.weight": torch.ones(4, 3)}, "W_q")
     with pytest.raises(CheckFailure, match="should be an nn.Module"):
         load_weights(object(), weights, "W_q")
+
+
+def test_live_kernel_names_the_syntax_error_that_left_an_exercise_undefined():
+    # In JupyterLab a SyntaxError in an answer cell leaves the name undefined; the test cell under it should say
+    # which line to fix, not only "NameError". Run in a fresh IPython shell (its own process: a shell is global).
+    import subprocess
+    import sys
+    import textwrap
+
+    from utils import notebooks as nbs
+
+    script = textwrap.dedent('''
+        from IPython.core.interactiveshell import InteractiveShell
+        sh = InteractiveShell.instance()
+        run = lambda src: sh.run_cell(src, store_history=True)
+        run("import torch\\nfrom utils.grading import Checker")
+        run("def softmax(x, dim=-1):\\n    e = x.exp(\\n    return e / e.sum(dim, keepdim=True)\\n")
+        test = "c = Checker('softmax', points=1)\\nwith c('values'):\\n    softmax(torch.ones(3))\\nprint('MSG', c.results[0].message)"
+        run(test)
+        run("def unrelated():\\n    pass")
+        run("del softmax") if "softmax" in sh.user_ns else None
+        run("def softmax(x, dim=-1):\\n    return x.softmax(dim)\\n")
+        run("del softmax")
+        run(test)
+    ''')
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          cwd=str(nbs.ROOT))
+    messages = [line for line in proc.stdout.splitlines() if line.startswith("MSG")]
+    assert len(messages) == 2, proc.stdout + proc.stderr
+    assert "its cell has a SyntaxError on line 2: `e = x.exp(`" in messages[0]
+    assert "SyntaxError" not in messages[1] and "NameError" in messages[1]  # its cell compiles now: not the reason

@@ -29,6 +29,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import signal
 import sys
 import traceback
@@ -135,6 +136,32 @@ def _time_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
+def _undefined_because(name: str | None) -> str | None:
+    """In a live kernel: why `name` is undefined when the cell that defines it does not compile (a SyntaxError
+    would otherwise surface here as a bare NameError), with the line to fix. None when that is not the reason."""
+    if not name:
+        return None
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    shell = get_ipython()
+    history = getattr(getattr(shell, "history_manager", None), "input_hist_raw", None)
+    if not history:
+        return None
+    defines = re.compile(rf"^\s*(?:async\s+)?(?:def|class)\s+{re.escape(name)}\b", re.MULTILINE)
+    for source in reversed(history):
+        if isinstance(source, str) and defines.search(source):
+            try:
+                compile(source, "<cell>", "exec")
+            except SyntaxError as exc:  # IndentationError and TabError too
+                text = f": `{exc.text.strip()}`" if exc.text and exc.text.strip() else ""
+                return (f"`{name}` is not defined because its cell has a {type(exc).__name__} on line {exc.lineno}"
+                        f"{text} ({exc.msg}) — fix it and run that cell again, then this one.")
+            return None  # the latest cell that defines it compiles: some other reason
+    return None
+
+
 def _where(exc: BaseException) -> str:
     """The learner's line that raised `exc`, as ' (line N: `code`)', or '' when it is not theirs."""
     reported = getattr(exc, "learner_where", None)  # raised in the learner's process, located there
@@ -202,7 +229,8 @@ class Checker:
         except MemoryError as exc:
             result.message = f"ran out of memory{_where(exc)} — is something of size L×L×L being built?"
         except NameError as exc:
-            result.message = str(exc) if "`" in str(exc) else f"your code raised NameError: {exc}{_where(exc)}"
+            result.message = str(exc) if "`" in str(exc) else (
+                _undefined_because(getattr(exc, "name", None)) or f"your code raised NameError: {exc}{_where(exc)}")
         except Exception as exc:  # noqa: BLE001 - a learner's exception costs this check only
             kind = getattr(exc, "learner_type", type(exc).__name__)
             text = str(exc).removeprefix(f"{kind}: ")
