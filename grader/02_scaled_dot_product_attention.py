@@ -78,6 +78,14 @@ MASK_POLARITY = Mistake(
     "fill where the mask is False (~mask)",
     MASKS,
 )
+MASK_AFTER_SOFTMAX = Mistake(
+    "mask applied after the softmax",
+    "softmax over every key, then zeroing the forbidden weights and renormalising, equals masking first only "
+    "while the numbers are tame: once a forbidden score is far above the allowed ones, the allowed weights "
+    "underflow to 0 before the mask is applied and the row becomes 0/0. Fill forbidden scores with -inf before "
+    "the softmax",
+    MASKS,
+)
 KEYS_FROM_X = Mistake(
     "cross-attention keys from x",
     "a context was given but the keys and values were computed from x; in cross-attention the queries "
@@ -269,6 +277,23 @@ def test_scaled_dot_product_attention(check, refs, scaled_dot_product_attention)
         against_torch((2, 4), 300, 333, 64, 48, "pattern", atol=2e-5)
     with check("large scores (entries of q and k around ±30) neither overflow nor give NaN"):
         against_torch((2,), 6, 8, 16, 12, None, scale=30.0, atol=1e-4)
+    with check("a forbidden key whose score is far above the allowed ones still gets no weight", weight=2):
+        q3 = torch.rand(2, 3, 5, 8) + 0.5  # positive entries: every query scores the forbidden keys high
+        k3, v3 = torch.randn(2, 3, 7, 8), torch.randn(2, 3, 7, 4)
+        keys = torch.rand(7) > 0.5
+        keys[int(torch.randint(0, 7, (1,)))] = True  # at least one allowed key
+        k3[..., ~keys, :] = 40.0  # scores of forbidden keys: several hundred above the allowed ones
+        m3 = keys.expand(5, 7)
+        _, w3 = reference_sdpa(q3, k3, v3, m3)
+        after = torch.softmax(q3 @ k3.transpose(-2, -1) / math.sqrt(8), dim=-1) * m3
+        after = after / after.sum(dim=-1, keepdim=True)  # 0 / 0 where every allowed weight underflowed
+        out, weights = expect_pair(scaled_dot_product_attention(q3.clone(), k3.clone(), v3.clone(), mask=m3.clone()),
+                                   "scaled_dot_product_attention")
+        what = "forbidden scores far above the allowed ones"
+        _close(check, out, F.scaled_dot_product_attention(q3, k3, v3, attn_mask=m3), f"output ({what})",
+               lambda: {**sdpa_mistakes(q3, k3, v3, m3)[0], MASK_AFTER_SOFTMAX: after @ v3}, atol=1e-4)
+        _close(check, weights, w3, f"weights ({what})",
+               lambda: {**sdpa_mistakes(q3, k3, v3, m3)[1], MASK_AFTER_SOFTMAX: after}, atol=1e-4)
     with check("leaves its inputs unchanged (no in-place edits of q, k, v or mask)"):
         q2, k2, v2 = torch.randn(2, 4, 8), torch.randn(2, 6, 8), torch.randn(2, 6, 5)
         m2 = _random_mask(None, 2, 4, 6)

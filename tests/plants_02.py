@@ -28,6 +28,17 @@ MISTAKES = [
      "exercise": "scaled_dot_product_attention", "mistake": "weights @ k instead of weights @ v"},
     {"cell": "scaled_dot_product_attention", "old": "scores.masked_fill(~mask,", "new": "scores.masked_fill(mask,",
      "exercise": "scaled_dot_product_attention", "mistake": "mask polarity inverted"},
+    # softmax first, then the mask and a renormalisation: the same numbers until a forbidden score is huge
+    {"cell": "scaled_dot_product_attention",
+     "old": '''        scores = scores.masked_fill(~mask, float("-inf"))  # (..., Lq, Lk): forbidden pairs get weight 0
+    weights = torch.softmax(scores, dim=-1)  # (..., Lq, Lk): a distribution over the keys for every query
+''',
+     "new": '''    weights = torch.softmax(scores, dim=-1)
+    if mask is not None:
+        weights = weights * mask
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+''',
+     "exercise": "scaled_dot_product_attention", "mistake": "mask applied after the softmax"},
     # SelfAttention: written inline with the width of x as the divisor, and the context ignored
     {"cell": "SelfAttention", "old": _SA_RETURN,
      "new": "weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(x.shape[-1]) if mask is None else "
