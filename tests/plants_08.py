@@ -57,6 +57,24 @@ MISTAKES = [
      "exercise": "beam_search", "mistake": "length penalty ignored"},
 ]
 
+# Mistakes outside the catalogue: grading must lose points, name no catalogued mistake, and give the generic
+# diagnosis (utils.diagnose) that contains `diagnosis`.
+DIAGNOSED = [
+    {"cell": "decoder_mask", "old": "return causal[None, None] & keys[:, None, None, :]",
+     "new": "return (causal[None, None] & keys[:, None, None, :]).transpose(-1, -2)",
+     "exercise": "decoder_mask", "diagnosis": "transposed"},
+    {"cell": "decoder_mask", "old": "return causal[None, None] & keys[:, None, None, :]",
+     "new": "return causal[None] & keys[:, None, :]",
+     "exercise": "decoder_mask", "diagnosis": "a dimension of size 1 is missing or extra"},
+    {"cell": "decoder_mask", "old": "return causal[None, None] & keys[:, None, None, :]",
+     "new": "return (causal[None, None] & keys[:, None, None, :]).float()",
+     "exercise": "decoder_mask", "diagnosis": "return a boolean mask"},
+    {"cell": "greedy_decode", "old": "    return ys[:, 1:]", "new": "    return ys",
+     "exercise": "greedy_decode", "diagnosis": "1 extra entry at the start of axis 1"},
+    {"cell": "greedy_decode", "old": "    return ys[:, 1:]", "new": "    return ys[:, 1:].T",
+     "exercise": "greedy_decode", "diagnosis": "axes in another order"},
+]
+
 # Correct answers written differently: all applied together, they must keep full marks.
 VARIANTS = [
     # the mask from torch.tril and unsqueeze, without the causal_mask of notebook 03

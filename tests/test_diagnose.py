@@ -116,3 +116,13 @@ def test_checker_adds_the_diagnosis_only_without_a_catalogue_match(x):
     with pytest.raises(CheckFailure) as caught:
         check.close(2 * x, x, "output", mistakes={twice: 2 * x})
     assert "Diagnosis" not in str(caught.value) and "scaled twice" in str(caught.value)
+
+
+def test_an_extra_or_missing_position_at_one_end_is_named_with_its_axis_and_end():
+    ys = torch.randint(3, 19, (6, 8))
+    with_bos = torch.cat([torch.ones(6, 1, dtype=torch.long), ys], dim=1)
+    assert "1 extra entry at the start of axis 1" in diagnose(with_bos, ys)
+    assert "1 entry missing at the end of axis 1" in diagnose(ys[:, :-1], ys)
+    assert "2 extra entries at the end of axis 0" in diagnose(torch.cat([ys, ys[:2] + 100]), ys)
+    assert diagnose(torch.randint(3, 19, (6, 9)), ys) is None  # one more column, but the rest does not match either
+    assert diagnose(ys[:1, :-1], ys) is None  # two axes differ: not this diagnosis

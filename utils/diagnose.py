@@ -72,8 +72,14 @@ def _diagnose_shape(ad: torch.Tensor, ed: torch.Tensor, close) -> str | None:
                         f"{want}; axes {', '.join(map(str, moved))} are out of place): look for a transpose or permute "
                         f"that is missing or in the wrong place, or a view/reshape where the axes had to be moved.")
         if close(ad.reshape(want), ed):
+            if [d for d in got if d != 1] == [d for d in want if d != 1]:
+                return (f"your values are right but the shape is {got} instead of {want}: a dimension of size 1 is "
+                        f"missing or extra (keepdim=True, unsqueeze or squeeze?).")
             return (f"your output has the expected values in the expected order but shape {got} instead of {want}: a "
                     f"view or reshape to the wrong shape.")
+    edge = _extra_or_missing_edge(ad, ed, close)
+    if edge:
+        return edge
     try:
         common = torch.broadcast_shapes(ad.shape, ed.shape)
     except RuntimeError:
@@ -81,6 +87,27 @@ def _diagnose_shape(ad: torch.Tensor, ed: torch.Tensor, close) -> str | None:
     if close(ad.expand(common), ed.expand(common)):
         return (f"your values are right once broadcast, but the shape is {got} instead of {want}: a dimension of size 1 "
                 f"is missing or extra (keepdim=True, unsqueeze or squeeze?).")
+    return None
+
+
+def _extra_or_missing_edge(ad: torch.Tensor, ed: torch.Tensor, close) -> str | None:
+    """Shapes that differ along one axis only, where dropping the answer's first or last entries (or the expected
+    one's) leaves equal tensors: an extra or a missing position at one end (a <bos> kept, a last step lost)."""
+    if ad.ndim != ed.ndim:
+        return None
+    differ = [i for i in range(ed.ndim) if ad.shape[i] != ed.shape[i]]
+    if len(differ) != 1:
+        return None
+    axis = differ[0]
+    n_a, n_e = ad.shape[axis], ed.shape[axis]
+    long, short, extra = (ad, ed, True) if n_a > n_e else (ed, ad, False)
+    k = abs(n_a - n_e)
+    for end, piece in (("start", long.narrow(axis, k, short.shape[axis])), ("end", long.narrow(axis, 0, short.shape[axis]))):
+        if short.numel() >= _MIN_ENTRIES and close(piece, short):
+            what = f"{k} extra entr{'y' if k == 1 else 'ies'}" if extra else f"{k} entr{'y' if k == 1 else 'ies'} missing"
+            return (f"your output is right except for {what} at the {end} of axis {axis} (shape {tuple(ad.shape)}, "
+                    f"expected {tuple(ed.shape)}): look for a start token kept, a first or last position dropped, or "
+                    f"a range that is off by one.")
     return None
 
 
