@@ -72,7 +72,7 @@ def test_test_cells_score_with_the_points_nbgrader_knows_and_run_hidden_tests(so
     for cell in filter(nbs.is_test_cell, nb.cells):
         meta = nbs.nbgrader_meta(cell)
         exercise = meta["grade_id"].removeprefix("test_")
-        match = re.search(r'Checker\("(\w+)", points=([\d.]+)\)', cell.source)
+        match = re.search(r'Checker\("(\w+)", points=([\d.]+)(?:, time_limit=[\d.]+)?\)', cell.source)
         assert match, f"{meta['grade_id']}: must create its Checker"
         assert match.group(1) == exercise and float(match.group(2)) == float(meta["points"])
         hidden = re.search(r"### BEGIN HIDDEN TESTS\n(.*)### END HIDDEN TESTS", cell.source, re.S)

@@ -185,7 +185,8 @@ def test_train_then_translate_with_an_attention_heatmap(trained, tmp_path):
                 "Yesterday the small dog saw the woman")
     assert proc.returncode == 0, proc.stderr
     assert len(proc.stdout.strip().split()) >= 1 and png.read_bytes()[:4] == b"\x89PNG"
-    beam = attn("translate", "--checkpoint", str(trained), "--notebook", str(SOLUTION_08), "--beam", "3", "the dog sleeps")
+    beam = attn("translate", "--checkpoint", str(trained), "--notebook", str(SOLUTION_08), "--beam", "3",
+                "the dog sleeps")
     assert beam.returncode == 0, beam.stderr
 
 

@@ -46,8 +46,9 @@ def learner_parts(notebook: Path, need: tuple[str, ...]) -> tuple[dict[str, Any]
         if not isinstance(found, BaseException):
             found = _probe(name, found, answers, base)
         if isinstance(found, BaseException):
+            first_line = str(found).splitlines()[0][:150] if str(found) else ""
             why = ("is not implemented yet" if isinstance(found, NotImplementedError) else
-                   f"could not be loaded ({type(found).__name__}: {str(found).splitlines()[0][:150] if str(found) else ''})")
+                   f"could not be loaded ({type(found).__name__}: {first_line})")
             raise UserError(f"your {name} in {notebook.name} {why}: finish that exercise of notebook 08 first "
                             "(or pass --notebook a finished copy)")
     used = ", ".join(f"{name} ({'yours' if part.yours else 'built-in'})" for name, part in parts.parts.items())
@@ -120,9 +121,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     (train_pairs, held_out), described = _data(args.data)
     src_vocab = Vocab.build(p.src for p in train_pairs)
     tgt_vocab = Vocab.build(p.tgt for p in train_pairs)
+    unknown_src = src_vocab.unk_rate(p.src for p in held_out)
+    unknown_tgt = tgt_vocab.unk_rate(p.tgt for p in held_out)
     print(f"data: {described}; {len(train_pairs):,} to train on, {len(held_out)} held out; vocabulary "
-          f"{len(src_vocab)} / {len(tgt_vocab)}; unknown held-out words {src_vocab.unk_rate(p.src for p in held_out):.1%}"
-          f" / {tgt_vocab.unk_rate(p.tgt for p in held_out):.1%}")
+          f"{len(src_vocab)} / {len(tgt_vocab)}; unknown held-out words {unknown_src:.1%} / {unknown_tgt:.1%}")
     print(f"parts: {used}")
     longest = max(len(s.split()) for p in train_pairs + held_out for s in (p.src, p.tgt)) + 2
     max_len = max(64, longest + 8)

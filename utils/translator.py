@@ -25,7 +25,6 @@ import json
 import math
 import random
 import time
-import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -485,7 +484,8 @@ class Translator(nn.Module):
                 x = layer(x, memory, tgt_mask, src_mask)
         else:
             if len(cache) != len(self.decoder):
-                raise ValueError(f"the cache has {len(cache)} layers, the decoder {len(self.decoder)}: use model.new_cache()")
+                raise ValueError(f"the cache has {len(cache)} layers, the decoder {len(self.decoder)}: "
+                                 "use model.new_cache()")
             x = self._embed(self.tgt_embed, tgt, start=len(cache[0]))
             for layer, layer_cache in zip(self.decoder, cache):
                 x = layer(x, memory, None, src_mask, cache=layer_cache)
@@ -663,8 +663,8 @@ class Trainer:
                         save_checkpoint(checkpoint, self.model, self)
         finally:
             bar.close()
-        if self.history and self.history[-1]["step"] != self.step and self.step > 0:
-            self._evaluate(loss)
+        if self.step > 0 and (not self.history or self.history[-1]["step"] != self.step):
+            self._evaluate(loss)  # stopped between evaluations (until=, minutes=): measure where it stopped
         if checkpoint is not None:
             save_checkpoint(checkpoint, self.model, self)
         return self.history
@@ -787,9 +787,3 @@ def alignment_accuracy(weights: torch.Tensor, pairs: Sequence[Pair]) -> torch.Te
         raise ValueError("no gold alignment in these pairs (your own TSV file has none unless it has a third column)")
     return hits / total
 
-
-def describe_failure(exc: BaseException) -> str:
-    """One line for an exception from the learner's code (used where a part is swapped for a built-in)."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    where = f" (line {frames[-1].lineno})" if frames else ""
-    return f"{type(exc).__name__}: {exc}{where}"
