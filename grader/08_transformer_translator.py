@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from utils.grading import CheckFailure, Mistake, load_weights, type_name
-from utils.translator import Translator
+from utils.translator import Translator, _torch_mask
 
 NOTEBOOK = "08_transformer_translator"
 MASK = "3. The decoder's mask"
@@ -209,11 +209,6 @@ def to_torch_layer(p, d_model, h, d_ff, norm_first, decoder=False):
             state[k] = v
     layer.load_state_dict(state)
     return layer
-
-
-def _torch_mask(mask, h):
-    B, _, Lq, Lk = mask.shape
-    return ~mask.expand(B, h, Lq, Lk).reshape(B * h, Lq, Lk)
 
 
 def reference_decoder_mask(tgt, pad_id, mistake=None):
