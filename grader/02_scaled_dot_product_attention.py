@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from utils.grading import CheckFailure, Mistake, expect_pair, load_weights
+from utils.grading import CheckFailure, Mistake, expect_pair, load_weights, standing_in
 
 NOTEBOOK = "02_scaled_dot_product_attention"
 STEPS = "The equation, step by step"
@@ -326,7 +326,7 @@ def _self_attention_params(refs) -> dict[str, torch.Tensor]:
     return {k.removeprefix("SelfAttention."): v for k, v in refs.items() if k.startswith("SelfAttention.W_")}
 
 
-def test_self_attention(check, refs, SelfAttention):
+def _test_self_attention(check, refs, SelfAttention):
     def compare(module, params, x, context, mask, out_ref, w_ref, what, **tol):
         kwargs = {}
         if context is not None:
@@ -371,6 +371,9 @@ def test_self_attention(check, refs, SelfAttention):
             out_x, w_x = expect_pair(module(x, context=x), "SelfAttention.forward")
         check.close(out_none, out_x, "output with context=None vs context=x")
         check.close(w_none, w_x, "weights with context=None vs context=x")
+
+
+def _gradients_reach_the_projections(check, SelfAttention):
     with check("gradients reach W_q, W_k and W_v (nothing detached, nothing under no_grad)"):
         module = _build(SelfAttention, 8, 4, 5)
         x, context = torch.randn(2, 3, 8), torch.randn(2, 6, 8)
@@ -380,6 +383,16 @@ def test_self_attention(check, refs, SelfAttention):
             grad = getattr(module, name).weight.grad
             check.true(grad is not None and bool(grad.abs().sum() > 0),
                        f"{name}.weight received no gradient: is its output detached, or computed under no_grad?")
+
+
+def test_self_attention(check, refs, SelfAttention):
+    """Graded on its own: the scaled_dot_product_attention it calls is the reference one (its bugs cost points there)."""
+    def sdpa(q, k, v, mask=None):
+        return reference_sdpa(q, k, v, mask)
+
+    with standing_in(SelfAttention, scaled_dot_product_attention=sdpa):
+        _test_self_attention(check, refs, SelfAttention)
+    _gradients_reach_the_projections(check, SelfAttention)  # on the learner's own parts: the stand-in has no gradient
 
 
 HIDDEN_TESTS = {

@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from utils.grading import CheckFailure, Mistake, expect_pair, load_weights
+from utils.grading import CheckFailure, Mistake, expect_pair, load_weights, standing_in
 
 NOTEBOOK = "04_multi_head_attention"
 SPLIT = "4. Splitting the heads"
@@ -299,7 +299,7 @@ def _against_torch(check, cls, *, B, Lq, Lk, d_model, num_heads, bias, mask_kind
                  "compared with torch.nn.MultiheadAttention", **tol)
 
 
-def test_multi_head_attention(check, refs, MultiHeadAttention):
+def _test_multi_head_attention(check, refs, MultiHeadAttention):
     with check("supplied weights reproduce stored outputs (cross-attention Lq != Lk, key != value, padding mask)"):
         params = {k.removeprefix("MultiHeadAttention."): v for k, v in refs.items()
                   if k.startswith("MultiHeadAttention.W_")}
@@ -359,6 +359,18 @@ def test_mha_parameter_count(check, refs, mha_parameter_count):
     with check("a LLaMA-7B sized layer (d_model=4096, 32 heads, no bias)"):
         n = mha_parameter_count(4096, 32, bias=False)
         check.true(n == _torch_count(4096, 32, False), f"mha_parameter_count(4096, 32, bias=False) returned {n}.")
+
+
+def test_multi_head_attention(check, refs, MultiHeadAttention):
+    """Graded on its own: the split_heads and merge_heads it calls are the reference ones (their bugs cost points there)."""
+    def split_heads(x, num_heads):
+        return reference_split_heads(x, num_heads)
+
+    def merge_heads(x):
+        return reference_merge_heads(x)
+
+    with standing_in(MultiHeadAttention, split_heads=split_heads, merge_heads=merge_heads):
+        _test_multi_head_attention(check, refs, MultiHeadAttention)
 
 
 HIDDEN_TESTS = {

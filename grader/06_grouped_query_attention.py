@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from utils.grading import CheckFailure, Mistake, expect_pair, load_grader, load_weights
+from utils.grading import CheckFailure, Mistake, expect_pair, load_grader, load_weights, standing_in
 
 NOTEBOOK = "06_grouped_query_attention"
 FAMILY = "2. One family: MHA, GQA, MQA"
@@ -155,6 +155,10 @@ def reference_kv_cache_bytes(num_layers, num_kv_heads, head_dim, seq_len, batch_
     return 2 * num_layers * batch_size * num_kv_heads * seq_len * head_dim * bytes_per_element
 
 
+def _repeat_kv(x, n_rep):
+    return reference_repeat_kv(x, n_rep)
+
+
 # -- reference tensors on inputs the learner never sees ---------------------------------------------------
 GQA_SIZE = dict(B=2, L=7, d_model=24, num_heads=6, num_kv_heads=2)
 
@@ -247,7 +251,7 @@ def _compare(check, module, params, x, mask, h, h_kv, out_ref, w_ref, what, rope
     check.close(weights, w_ref, f"weights ({what})", mistakes={TILED: tiled_w}, **tol)
 
 
-def test_grouped_query_attention(check, refs, GroupedQueryAttention):
+def _test_grouped_query_attention(check, refs, GroupedQueryAttention):
     s = GQA_SIZE
     h, h_kv, d_model = s["num_heads"], s["num_kv_heads"], s["d_model"]
     params = {k.removeprefix("gqa."): v for k, v in refs.items() if k.startswith("gqa.W_")}
@@ -389,7 +393,7 @@ def _decode_check(check, GroupedQueryAttention, KVCache, *, rope, B, L, prefill,
                 mistakes=mistakes, atol=2e-5)
 
 
-def test_kv_cache(check, refs, KVCache, GroupedQueryAttention):
+def _test_kv_cache(check, refs, KVCache, GroupedQueryAttention):
     with check("grows on the sequence axis: (B, h_kv, t, d_k) after t one-token updates"):
         cache = KVCache()
         ks, vs = [], []
@@ -487,6 +491,18 @@ def test_kv_cache_bytes(check, refs, kv_cache_bytes):
         check.true(kv_cache_bytes(6, 2, 32, 2 * 777, batch_size=5) == 2 * base
                    and kv_cache_bytes(6, 2, 32, 777, batch_size=10) == 2 * base,
                    "doubling seq_len or batch_size should double the number of bytes.")
+
+
+def test_grouped_query_attention(check, refs, GroupedQueryAttention):
+    """Graded on its own: the repeat_kv it calls is the reference one (its bugs cost points there)."""
+    with standing_in(GroupedQueryAttention, repeat_kv=_repeat_kv):
+        _test_grouped_query_attention(check, refs, GroupedQueryAttention)
+
+
+def test_kv_cache(check, refs, KVCache, GroupedQueryAttention):
+    """The cache and its use in forward, with the reference repeat_kv (a repeat_kv bug costs points there only)."""
+    with standing_in(GroupedQueryAttention, repeat_kv=_repeat_kv):
+        _test_kv_cache(check, refs, KVCache, GroupedQueryAttention)
 
 
 HIDDEN_TESTS = {

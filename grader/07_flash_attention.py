@@ -9,7 +9,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from utils.grading import TOLERANCE, CheckFailure, Mistake, peak_memory
+from utils.grading import TOLERANCE, CheckFailure, Mistake, peak_memory, standing_in
 
 NOTEBOOK = "07_flash_attention"
 ONLINE = "3. Online softmax"
@@ -402,7 +402,7 @@ def test_hbm_traffic(check, refs, hbm_traffic):
                    "cannot hold one row each of Q, O, K and V (4 * 64 elements).")
 
 
-def test_FlashAttentionFunction(check, refs, FlashAttentionFunction):
+def _test_FlashAttentionFunction(check, refs, FlashAttentionFunction):
     _allow(check, 25)
     cases = (  # (B, h, Lq, Lk, d, d_v), causal, bq, bk
         ((1, 2, 12, 12, 8, 8), False, 4, 4),
@@ -484,6 +484,15 @@ def test_flash_attention_triton(check, refs, flash_attention_triton):
         q, k, v = torch.randn(2, 33, 24), torch.randn(2, 33, 24), torch.randn(2, 33, 24)
         out = flash_attention_triton(q, k, v, True)
         check.close(out, reference_attention(q, k, v, True)[0], "output", atol=1e-4, rtol=1e-3)
+
+
+def test_FlashAttentionFunction(check, refs, FlashAttentionFunction):
+    """Graded on its own: the flash_attention its forward calls is the reference one (its bugs cost points there)."""
+    def flash_attention(q, k, v, block_size_q=16, block_size_k=16, causal=False):
+        return reference_attention(q, k, v, causal)
+
+    with standing_in(FlashAttentionFunction, flash_attention=flash_attention):
+        _test_FlashAttentionFunction(check, refs, FlashAttentionFunction)
 
 
 HIDDEN_TESTS = {

@@ -23,10 +23,6 @@ MISTAKES = [
             "        k = self.W_k(key).view(B, self.num_heads, Lk, self.d_k)\n"
             "        v = self.W_v(value).view(B, self.num_heads, Lk, self.d_k)",
      "exercise": "MultiHeadAttention", "mistake": "view without transpose"},
-    # MultiHeadAttention using a buggy split_heads (the bug travels from one exercise into the next).
-    {"cell": "split_heads", "old": "x.view(B, L, num_heads, D // num_heads).transpose(1, 2)",
-     "new": "x.reshape(B, num_heads, L, D // num_heads)",
-     "exercise": "MultiHeadAttention", "mistake": "view without transpose"},
     {"cell": "MultiHeadAttention", "old": "math.sqrt(self.d_k)", "new": "math.sqrt(self.d_model)",
      "exercise": "MultiHeadAttention", "mistake": "scaling by sqrt(d_model)"},
     {"cell": "MultiHeadAttention", "old": "output = self.W_o(merge_heads(heads))", "new": "output = merge_heads(heads)",

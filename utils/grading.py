@@ -376,6 +376,38 @@ def requires(*exercises: str) -> Iterator[None]:
         print(f"(finish the exercise {names} above to see this cell's output, then run this cell again)")
 
 
+@contextlib.contextmanager
+def standing_in(obj: Any, **parts: Callable[..., Any]) -> Iterator[None]:
+    """Grade `obj` on its own: the earlier exercises its code calls by name are the grader's `parts` meanwhile.
+
+    A bug in the learner's ``split_heads`` should cost points in ``split_heads``, not once more in the
+    ``MultiHeadAttention`` that calls it. Inside this block the globals named in `parts` that `obj`'s code reads
+    (a function's, or the methods' of a class or instance) are the grader's implementations; afterwards the
+    learner's are back. While grading, `obj` lives in the learner's process: there the names become stand-ins
+    that send their arguments to the grader and return its answer, so no grader code enters that process. A
+    name the learner's code does not read is left alone, and code that inlined the part keeps its own.
+    """
+    from .remote import RemoteObject
+
+    if isinstance(obj, RemoteObject):
+        with obj._attn_worker.standing_in(obj._attn_ref, parts):
+            yield
+        return
+    from .worker import _namespaces
+
+    saved = []
+    for namespace in _namespaces(obj):
+        for name, part in parts.items():
+            if name in namespace:
+                saved.append((namespace, name, namespace[name]))
+                namespace[name] = part
+    try:
+        yield
+    finally:
+        for namespace, name, original in reversed(saved):
+            namespace[name] = original
+
+
 def type_name(obj: Any) -> str:
     """The name of `obj`'s type, also for an object that lives in the learner's process while grading."""
     remote = getattr(type(obj), "_attn_remote_type", None)

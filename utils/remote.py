@@ -21,6 +21,7 @@ import socket
 import struct
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -191,6 +192,7 @@ class Worker:
         self.deadline: float | None = None
         self.names: dict[str, str] = {}  # exercise name -> why it is missing, for NameError messages
         self.dead_reason: str | None = None
+        self.callbacks: dict[str, Any] = {}  # name -> the grader's function standing in for the learner's
         self._exchange({"op": "hello"}, None, time.monotonic() + ready_timeout)
 
     @property
@@ -219,7 +221,11 @@ class Worker:
             raise WorkerLost(self.dead_reason or "the worker is not running")
         try:
             self.sock.sendall(pack(header, tensors))
-            return receive(self.sock, deadline)
+            reply, payload = receive(self.sock, deadline)
+            while "callback" in reply:  # the learner's code called a part the grader stands in for
+                self.sock.sendall(self._answer_callback(reply, payload))
+                reply, payload = receive(self.sock, deadline)
+            return reply, payload
         except TimeoutError:
             self.kill("timeout")
             raise WorkerLost("timeout") from None
@@ -238,6 +244,39 @@ class Worker:
         if reply.get("ok") is not True:
             _raise_learner_error(reply.get("error"), self.names)
         return reply, payload
+
+    def _answer_callback(self, request: dict[str, Any], tensors: dict[str, torch.Tensor]) -> bytes:
+        name = str(request.get("callback"))[:100]
+        fn = self.callbacks.get(name)
+        if fn is None:
+            return pack({"ok": False, "message": f"the course's {name} is not standing in for yours now"})
+        try:
+            args = self.decode(request.get("args"), tensors)
+            kwargs = self.decode(request.get("kwargs"), tensors)
+            if type(args) is not list or type(kwargs) is not dict or not all(type(k) is str for k in kwargs):
+                raise TypeError("malformed arguments")
+            with torch.no_grad():
+                value = fn(*args, **kwargs)
+            enc = _Encoder()
+            return pack({"ok": True, "value": enc(value)}, enc.tensors)
+        except Exception as exc:  # noqa: BLE001 - whatever the learner passed, the grader answers and goes on
+            return pack({"ok": False, "message": (
+                f"the course's {name}, standing in for yours while this exercise is graded, could not take these "
+                f"arguments ({type(exc).__name__}: {str(exc)[:300]})")})
+
+    @contextmanager
+    def standing_in(self, ref: dict[str, Any], parts: dict[str, Any]) -> Iterator[list[str]]:
+        """While inside, the globals `parts` that `ref`'s code reads are the grader's functions (called back)."""
+        self.callbacks = dict(parts)
+        try:
+            yield self.simple("substitute", ref, names=sorted(parts))
+        finally:
+            self.callbacks = {}
+            if self.alive:
+                try:
+                    self.request({"op": "restore"})
+                except WorkerLost:
+                    pass  # a worker that is gone keeps nothing to restore
 
     # -- what proxies ask for --------------------------------------------------------------------------------
     def decode(self, value: Any, tensors: dict[str, torch.Tensor], found: list[torch.Tensor] | None = None) -> Any:
