@@ -55,6 +55,13 @@ TAIL_DROPPED = Mistake(
     "the last keys (or queries) are silently left out",
     TILING,
 )
+MAX_BEFORE_MASK = Mistake(
+    "forbidden scores still set the row's scale",
+    "the running max must be taken after the causal mask: a future key's score, however large, must not raise m. "
+    "Yours takes the block's max before masking, so when a forbidden score is about 90 or more above the allowed "
+    "ones, every allowed exp(s - m) underflows to 0 in float32 and the row comes out 0 / 0",
+    CAUSAL,
+)
 LSE_NO_MAX = Mistake(
     "logsumexp without the max",
     "the running sum l is a sum of exp(s - m), so log(l) is the logsumexp of the scores shifted by m; "
@@ -110,28 +117,32 @@ def reference_attention(q, k, v, causal: bool = False) -> tuple[torch.Tensor, to
 
 def flash_variant(q, k, v, bq: int, bk: int, causal: bool = False, *, rescale_sum: bool = True,
                   rescale_out: bool = True, stop: str = "q_end", full_k: bool = False, full_q: bool = False,
-                  lse_max: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """The blockwise algorithm with one of the catalogued mistakes switched on (zeros where a row is skipped)."""
-    qd, kd, vd = q.double(), k.double(), v.double()
+                  lse_max: bool = True, max_before_mask: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """The blockwise algorithm with one of the catalogued mistakes switched on (zeros where a row is skipped).
+
+    Float64 inside, except with `max_before_mask`: that mistake shows only through float32's underflow.
+    """
+    qd, kd, vd = (q, k, v) if max_before_mask else (q.double(), k.double(), v.double())
     Lq, Lk, d = qd.shape[-2], kd.shape[-2], qd.shape[-1]
-    out = torch.zeros(*qd.shape[:-1], vd.shape[-1], dtype=torch.float64)
-    lse = torch.zeros(qd.shape[:-1], dtype=torch.float64)
+    out = torch.zeros(*qd.shape[:-1], vd.shape[-1], dtype=qd.dtype)
+    lse = torch.zeros(qd.shape[:-1], dtype=qd.dtype)
     q_stop = Lq - bq + 1 if full_q else Lq
     for qs in range(0, max(q_stop, 0), bq):
         qe = min(qs + bq, Lq)
         qb = qd[..., qs:qe, :] / math.sqrt(d)
-        m = torch.full(qb.shape[:-1], NEG_INF, dtype=torch.float64)
-        l = torch.zeros(qb.shape[:-1], dtype=torch.float64)
-        acc = torch.zeros(*qb.shape[:-1], vd.shape[-1], dtype=torch.float64)
+        m = torch.full(qb.shape[:-1], NEG_INF, dtype=qd.dtype)
+        l = torch.zeros(qb.shape[:-1], dtype=qd.dtype)
+        acc = torch.zeros(*qb.shape[:-1], vd.shape[-1], dtype=qd.dtype)
         kv_stop = {"q_end": min(Lk, qe), "q_start": min(Lk, qs), "q_end-1": min(Lk, qe - 1)}[stop] if causal else Lk
         k_stop = kv_stop - bk + 1 if full_k else kv_stop
         rows = torch.arange(qs, qe)[:, None]
         for ks in range(0, max(k_stop, 0), bk):
             ke = min(ks + bk, Lk)
             s = qb @ kd[..., ks:ke, :].transpose(-2, -1)
+            block_max = s.amax(dim=-1)
             if causal:
                 s = s.masked_fill(torch.arange(ks, ke)[None, :] > rows, NEG_INF)
-            m_new = torch.maximum(m, s.amax(dim=-1))
+            m_new = torch.maximum(m, block_max if max_before_mask else s.amax(dim=-1))
             alpha = torch.exp(m - m_new)
             p = torch.exp(s - m_new[..., None])
             l = (alpha * l if rescale_sum else l) + p.sum(dim=-1)
@@ -206,6 +217,7 @@ def _flash_mistakes(actual: Any, q, k, v, bq, bk, causal, part: int) -> dict[Mis
     }
     if causal:
         wrong[CAUSAL_OFF_BY_ONE] = _nearest(actual, [run(stop="q_start"), run(stop="q_end-1")])
+        wrong[MAX_BEFORE_MASK] = run(max_before_mask=True)
     if part == 1:
         wrong[LSE_NO_MAX] = run(lse_max=False)
     return wrong
@@ -347,6 +359,16 @@ def test_flash_attention(check, refs, flash_attention):
         exp_out, exp_lse = reference_attention(q, k, v)
         check.close(out, exp_out, "output", atol=1e-4)
         check.close(lse, exp_lse, "logsumexp", atol=1e-3)
+    with check("causal, the future keys' scores hundreds above the allowed ones: the mask acts before the max",
+               weight=2):
+        B, h, L, d = 2, 2, 13, 8
+        q, k, v = torch.randn(B, h, L, d), torch.randn(B, h, L, d), torch.randn(B, h, L, d)
+        q[..., 0] = 4.0
+        k[..., 0] = 25.0 * torch.arange(L)  # each later key scores about 35 more: 3 keys ahead is 100+ above
+        out, lse = _pair(flash_attention(q, k, v, 4, 4, True), "flash_attention")
+        exp_out, exp_lse = reference_attention(q, k, v, True)
+        _close(check, out, exp_out, "output", lambda: _flash_mistakes(out, q, k, v, 4, 4, True, 0), atol=1e-4)
+        _close(check, lse, exp_lse, "logsumexp", lambda: _flash_mistakes(lse, q, k, v, 4, 4, True, 1), atol=1e-4)
     with check("keeps the dtype: float64 in, float64 out (output and logsumexp)"):
         q, k, v = (torch.randn(2, 10, 8, dtype=torch.float64) for _ in range(3))
         out, lse = _pair(flash_attention(q, k, v, 3, 4, True), "flash_attention")

@@ -28,6 +28,17 @@ MISTAKES = [
     {"cell": "flash_attention", "old": "for k_start in range(0, kv_stop, block_size_k):",
      "new": "for k_start in range(0, kv_stop - block_size_k + 1, block_size_k):",
      "exercise": "flash_attention", "mistake": "tail block dropped"},
+    # The block's max taken before the causal mask: a future key's huge score sets the scale (float32 underflow).
+    {"cell": "flash_attention",
+     "old": "            if causal:\n"
+            "                cols = torch.arange(k_start, k_end, device=q.device)[None, :]  # (1, bk)\n"
+            "                s = s.masked_fill(cols > rows, float(\"-inf\"))\n"
+            "            m_new = torch.maximum(m, s.amax(dim=-1))",
+     "new": "            m_new = torch.maximum(m, s.amax(dim=-1))\n"
+            "            if causal:\n"
+            "                cols = torch.arange(k_start, k_end, device=q.device)[None, :]  # (1, bk)\n"
+            "                s = s.masked_fill(cols > rows, float(\"-inf\"))",
+     "exercise": "flash_attention", "mistake": "forbidden scores still set the row's scale"},
     {"cell": "flash_attention", "old": "lse[..., q_start:q_end] = m + torch.log(l)",
      "new": "lse[..., q_start:q_end] = torch.log(l)",
      "exercise": "flash_attention", "mistake": "logsumexp without the max"},
