@@ -129,7 +129,7 @@ def make_references() -> dict[str, torch.Tensor]:
 
 # -- hidden tests --------------------------------------------------------------------------------------
 def test_softmax(check, refs, softmax):
-    with check("matches the reference on hidden inputs (2-D, default dim)"):
+    with check("matches the reference on hidden inputs (2-D, default dim)", weight=2):
         x = refs["softmax.x"]
         out = softmax(x)
         check.close(out, refs["softmax.out"], "softmax(x)", mistakes=_softmax_mistakes(out, x, -1))
@@ -143,23 +143,23 @@ def test_softmax(check, refs, softmax):
             out = softmax(x, dim=dim)
             check.close(out, torch.softmax(x, dim=dim), f"softmax(x, dim={dim}) for x of shape (2, 3, 4, 5)",
                         mistakes=_softmax_mistakes(out, x, dim))
-    with check("no overflow at x = 1000"):
+    with check("no overflow at x = 1000", weight=3):
         x = 1000.0 + torch.randn(3, 6)
         out = softmax(x)
         check.close(out, torch.softmax(x, dim=-1), "softmax of scores near 1000", mistakes={NO_MAX: _naive_softmax(x)})
-    with check("shift invariance: softmax(x + c) == softmax(x) for a different large c in every row"):
+    with check("shift invariance: softmax(x + c) == softmax(x) for a different large c in every row", weight=2):
         x = torch.randn(4, 7)
         c = 200.0 + 800.0 * torch.rand(4, 1)
         out = softmax(x + c)
         check.close(out, torch.softmax(x, dim=-1), "softmax(x + c)", mistakes={NO_MAX: _naive_softmax(x + c)},
                     atol=1e-4)
-    with check("rows of 2000 widely spread scores are finite, non-negative and sum to 1"):
+    with check("rows of 2000 widely spread scores are finite, non-negative and sum to 1", weight=2):
         x = torch.randn(3, 2000) * 30
         out = softmax(x)
         check.shape(out, (3, 2000), "softmax(x)")
         check.close(out.sum(-1), torch.ones(3), "row sums", mistakes={NO_MAX: _naive_softmax(x).sum(-1)})
         check.true(bool((out >= 0).all()), "some weights are negative: exp is never negative")
-    with check("returns the softmax and leaves its input unchanged (no in-place edits)"):
+    with check("returns the softmax and leaves its input unchanged (no in-place edits)", weight=0.5):
         x = torch.randn(3, 5)
         before = x.clone()
         out = softmax(x)
@@ -169,13 +169,13 @@ def test_softmax(check, refs, softmax):
 
 def test_attention_pool(check, refs, attention_pool):
     for key, what in (("pool", "d_v != d"), ("pool2", "d_v == d")):
-        with check(f"matches the reference on hidden inputs ({what})"):
+        with check(f"matches the reference on hidden inputs ({what})", weight=2):
             q, k, v = refs[f"{key}.q"], refs[f"{key}.k"], refs[f"{key}.v"]
             out, w = expect_pair(attention_pool(q, k, v), "attention_pool")
             wrong_out, wrong_w = _pool_mistakes(q, k, v)
             check.close(w, refs[f"{key}.w"], "weights", mistakes=wrong_w)
             check.close(out, refs[f"{key}.out"], "output", mistakes=wrong_out)
-    with check("equals torch's scaled_dot_product_attention with scale=1 on fresh inputs (n=50, d=16, d_v=7)"):
+    with check("equals torch's scaled_dot_product_attention with scale=1 on fresh inputs (n=50, d=16, d_v=7)", weight=2):
         q, k, v = torch.randn(16), torch.randn(50, 16), torch.randn(50, 7)
         out, w = expect_pair(attention_pool(q, k, v), "attention_pool")
         expected = F.scaled_dot_product_attention(q[None, None], k[None], v[None], scale=1.0)[0, 0]  # (d_v,)
@@ -198,11 +198,11 @@ def test_attention_pool(check, refs, attention_pool):
 
 
 def test_additive_scores(check, refs, additive_scores):
-    with check("matches the reference on hidden inputs (d_q != d_k != h)"):
+    with check("matches the reference on hidden inputs (d_q != d_k != h)", weight=2):
         args = [refs[f"add.{n}"] for n in ("q", "k", "Wq", "Wk", "wv")]
         out = additive_scores(*args)
         check.close(out, refs["add.out"], "scores", mistakes=_additive_mistakes(*args))
-    with check("leading batch dims: query (2, 3, d_q), keys (2, 3, n, d_k) give scores (2, 3, n)"):
+    with check("leading batch dims: query (2, 3, d_q), keys (2, 3, n, d_k) give scores (2, 3, n)", weight=2):
         args = [torch.randn(2, 3, 4), torch.randn(2, 3, 7, 6), torch.randn(5, 4), torch.randn(5, 6), torch.randn(5)]
         out = additive_scores(*args)
         check.close(out, ref_additive_scores(*args), "scores", mistakes=_additive_mistakes(*args))

@@ -262,9 +262,9 @@ def test_scaled_dot_product_attention(check, refs, scaled_dot_product_attention)
                 f"mask {None if mask is None else tuple(mask.shape)}, compared with torch's", **tol)
 
     q, k, v, mask = (refs[f"sdpa.{n}"] for n in ("q", "k", "v", "mask"))
-    with check("matches the reference on hidden inputs (B=2, h=3, Lq=5, Lk=7, d_k=8, d_v=6), no mask"):
+    with check("matches the reference on hidden inputs (B=2, h=3, Lq=5, Lk=7, d_k=8, d_v=6), no mask", weight=2):
         compare(q, k, v, None, refs["sdpa.out"], refs["sdpa.weights"], "hidden input")
-    with check("matches the reference on the same inputs with a boolean (B, 1, Lq, Lk) mask"):
+    with check("matches the reference on the same inputs with a boolean (B, 1, Lq, Lk) mask", weight=2):
         compare(q, k, v, mask, refs["sdpa.masked_out"], refs["sdpa.masked_weights"], "hidden input with a mask")
     with check("equals torch.nn.functional.scaled_dot_product_attention on fresh non-square inputs, 0 to 3 leading dims"):
         for lead, Lq, Lk, d_k, d_v in [((3, 4), 9, 6, 16, 10), ((2,), 11, 13, 32, 20), ((), 4, 7, 5, 3),
@@ -294,7 +294,7 @@ def test_scaled_dot_product_attention(check, refs, scaled_dot_product_attention)
                lambda: {**sdpa_mistakes(q3, k3, v3, m3)[0], MASK_AFTER_SOFTMAX: after @ v3}, atol=1e-4)
         _close(check, weights, w3, f"weights ({what})",
                lambda: {**sdpa_mistakes(q3, k3, v3, m3)[1], MASK_AFTER_SOFTMAX: after}, atol=1e-4)
-    with check("leaves its inputs unchanged (no in-place edits of q, k, v or mask)"):
+    with check("leaves its inputs unchanged (no in-place edits of q, k, v or mask)", weight=0.5):
         q2, k2, v2 = torch.randn(2, 4, 8), torch.randn(2, 6, 8), torch.randn(2, 6, 5)
         m2 = _random_mask(None, 2, 4, 6)
         copies = [t.clone() for t in (q2, k2, v2, m2)]
@@ -340,13 +340,13 @@ def _test_self_attention(check, refs, SelfAttention):
         _close(check, weights, w_ref, f"weights ({what})", lambda: wrong(1), **tol)
 
     params = _self_attention_params(refs)
-    with check("supplied weights reproduce stored outputs: self-attention with a causal mask (B=2, L=5, d_model=12, d_k=8, d_v=6)"):
+    with check("supplied weights reproduce stored outputs: self-attention with a causal mask (B=2, L=5, d_model=12, d_k=8, d_v=6)", weight=2):
         module = _build(SelfAttention, 12, 8, 6)
         _load(module, params)
         causal = torch.ones(5, 5, dtype=torch.bool).tril()
         compare(module, params, refs["SelfAttention.x"], None, causal, refs["SelfAttention.self_out"],
                 refs["SelfAttention.self_weights"], "hidden self-attention input")
-    with check("supplied weights reproduce stored outputs: cross-attention, x of length 4, context of length 7"):
+    with check("supplied weights reproduce stored outputs: cross-attention, x of length 4, context of length 7", weight=2):
         module = _build(SelfAttention, 12, 8, 6)
         _load(module, params)
         compare(module, params, refs["SelfAttention.cross_x"], refs["SelfAttention.context"], None,

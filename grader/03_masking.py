@@ -208,11 +208,11 @@ def _attend(x: torch.Tensor, mask: torch.Tensor, context: torch.Tensor | None = 
 
 # -- hidden tests -----------------------------------------------------------------------------------
 def test_causal_mask(check, refs, causal_mask):
-    with check("matches the reference on hidden sizes, L = 1 included"):
+    with check("matches the reference on hidden sizes, L = 1 included", weight=2):
         for L in CAUSAL_SIZES:
             expected = refs[f"causal_mask.L{L}"]
             _same_mask(check, causal_mask(L), expected, f"causal_mask({L})", {UPPER: expected.T, INVERTED: ~expected})
-    with check("dtype is torch.bool for any L"):
+    with check("dtype is torch.bool for any L", weight=0.5):
         _bool_dtype(check, causal_mask(11), "causal_mask(11)")
     with check("no information flows from the future (gradients)"):
         L = 9
@@ -232,7 +232,7 @@ def test_causal_mask(check, refs, causal_mask):
 
 def test_padding_mask(check, refs, padding_mask):
     lengths = refs["padding_mask.lengths"]
-    with check("matches the reference on hidden lengths (0 and max_len included)"):
+    with check("matches the reference on hidden lengths (0 and max_len included)", weight=2):
         expected = refs["padding_mask.out"]
         _same_mask(check, padding_mask(lengths.clone(), PAD_MAX), expected, "padding_mask on hidden lengths", {INVERTED: ~expected})
     with check("dtype torch.bool, shape (B, max_len) when max_len exceeds every length"):
@@ -256,14 +256,14 @@ def test_padding_mask(check, refs, padding_mask):
 
 
 def test_sliding_window_mask(check, refs, sliding_window_mask):
-    with check("matches the reference on hidden (L, window) pairs"):
+    with check("matches the reference on hidden (L, window) pairs", weight=2):
         for L, w in WINDOW_CASES:
             expected = refs[f"sliding_window_mask.L{L}w{w}"]
             mistakes = {OFF_BY_ONE_WIDE: ref_window(L, w + 1), UPPER: expected.T, INVERTED: ~expected}
             if w > 1:
                 mistakes[OFF_BY_ONE_NARROW] = ref_window(L, w - 1)
             _same_mask(check, sliding_window_mask(L, w), expected, f"sliding_window_mask({L}, {w})", mistakes)
-    with check("dtype is torch.bool"):
+    with check("dtype is torch.bool", weight=0.5):
         _bool_dtype(check, sliding_window_mask(7, 2), "sliding_window_mask(7, 2)")
     with check("outputs depend only on the window's inputs (gradients)"):
         L, w = 10, 3
@@ -292,7 +292,7 @@ def test_masked_softmax(check, refs, masked_softmax):
         INVERTED: ref_masked_softmax(scores, ~mask),
         INVERTED_NAN: torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1),
     }
-    with check("matches the reference on hidden (B, h, Lq, Lk) scores with a (B, 1, Lq, Lk) mask"):
+    with check("matches the reference on hidden (B, h, Lq, Lk) scores with a (B, 1, Lq, Lk) mask", weight=2):
         out = masked_softmax(scores.clone(), mask.clone())
         check.close(out, refs["masked_softmax.out"], "masked_softmax(hidden scores, hidden mask)", mistakes=catalogue)
     with check("fully masked rows are exactly zero, with no NaN"):
@@ -346,7 +346,7 @@ def test_masked_softmax(check, refs, masked_softmax):
 
 
 def test_build_attention_mask(check, refs, build_attention_mask):
-    with check("matches the reference on hidden batches (causal or not, Lq != Lk included)"):
+    with check("matches the reference on hidden batches (causal or not, Lq != Lk included)", weight=2):
         for n, (kl, Lq, Lk, causal) in enumerate(BUILD_CASES):
             expected = refs[f"build_attention_mask.{n}"]
             lengths = torch.tensor(kl)
@@ -355,7 +355,7 @@ def test_build_attention_mask(check, refs, build_attention_mask):
                 mistakes[UPPER] = ref_build(lengths, Lq, Lk, causal, upper=True)
             what = f"build_attention_mask(key_lengths of {len(kl)} sequences, Lq={Lq}, Lk={Lk}, causal={causal})"
             _same_mask(check, build_attention_mask(lengths, Lq, Lk, causal=causal), expected, what, mistakes)
-    with check("dtype is torch.bool"):
+    with check("dtype is torch.bool", weight=0.5):
         _bool_dtype(check, build_attention_mask(torch.tensor([2, 3]), 4, 3, causal=True), "build_attention_mask(...)")
     with check("used in F.scaled_dot_product_attention, equals is_causal=True when nothing is padded"):
         g = torch.Generator().manual_seed(21)

@@ -171,7 +171,7 @@ def make_references() -> dict[str, torch.Tensor]:
 
 # -- hidden tests --------------------------------------------------------------------------------------
 def test_split_heads(check, refs, split_heads):
-    with check("matches the reference on a hidden input (B=2, L=5, D=12, h=3)"):
+    with check("matches the reference on a hidden input (B=2, L=5, D=12, h=3)", weight=2):
         x = refs["split_heads.x"]
         check.close(
             split_heads(x.clone(), 3), refs["split_heads.out"], "split_heads(x, 3)",
@@ -215,7 +215,7 @@ def test_merge_heads(check, refs, merge_heads):
             AVERAGE_MERGE: reference_merge_heads(x, average=True),
         }
 
-    with check("matches the reference on a hidden input (B=2, h=3, L=5, d=4)"):
+    with check("matches the reference on a hidden input (B=2, h=3, L=5, d=4)", weight=2):
         x = refs["merge_heads.x"]
         check.close(merge_heads(x.clone()), refs["merge_heads.out"], "merge_heads(x)", mistakes=mistakes(x))
     with check("fresh random inputs of several shapes, including a non-contiguous one"):
@@ -300,7 +300,7 @@ def _against_torch(check, cls, *, B, Lq, Lk, d_model, num_heads, bias, mask_kind
 
 
 def _test_multi_head_attention(check, refs, MultiHeadAttention):
-    with check("supplied weights reproduce stored outputs (cross-attention Lq != Lk, key != value, padding mask)"):
+    with check("supplied weights reproduce stored outputs (cross-attention Lq != Lk, key != value, padding mask)", weight=2):
         params = {k.removeprefix("MultiHeadAttention."): v for k, v in refs.items()
                   if k.startswith("MultiHeadAttention.W_")}
         module = _build(MultiHeadAttention, 12, 3)
@@ -342,10 +342,10 @@ def _torch_count(d_model: int, num_heads: int, bias: bool) -> int:
 
 
 def test_mha_parameter_count(check, refs, mha_parameter_count):
-    with check("returns a Python int"):
+    with check("returns a Python int", weight=0.5):
         n = mha_parameter_count(16, 4, bias=True)
         check.true(isinstance(n, int) and not isinstance(n, bool), f"expected an int, got {type(n).__name__}.")
-    with check("equals the parameter count of torch.nn.MultiheadAttention, with and without bias"):
+    with check("equals the parameter count of torch.nn.MultiheadAttention, with and without bias", weight=2):
         for d_model, h, bias in [(16, 4, True), (16, 4, False), (64, 8, True), (30, 5, False), (512, 1, True)]:
             n = mha_parameter_count(d_model, h, bias=bias)
             check.true(n == _torch_count(d_model, h, bias),

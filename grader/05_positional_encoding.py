@@ -156,7 +156,7 @@ def make_references() -> dict[str, torch.Tensor]:
 # -- hidden tests ----------------------------------------------------------------------------------------
 def test_sinusoidal_encoding(check, refs, sinusoidal_encoding):
     for max_len, d_model in SIN_SIZES:
-        with check(f"matches the reference table for max_len={max_len}, d_model={d_model}"):
+        with check(f"matches the reference table for max_len={max_len}, d_model={d_model}", weight=2):
             out = sinusoidal_encoding(max_len, d_model)
             check.close(out, refs[f"sinusoidal.{max_len}x{d_model}"], "the table",
                         mistakes=_table_mistakes(out, max_len, d_model), atol=1e-4)
@@ -180,7 +180,7 @@ def test_sinusoidal_encoding(check, refs, sinusoidal_encoding):
 
 def test_offset_rotation(check, refs, offset_rotation):
     for k, d_model in OFFSETS:
-        with check(f"matches the reference matrix for k={k}, d_model={d_model}"):
+        with check(f"matches the reference matrix for k={k}, d_model={d_model}", weight=2):
             M = offset_rotation(k, d_model)
             ref = refs[f"offset.{k}.{d_model}"]
             wrong = {
@@ -201,14 +201,14 @@ def test_offset_rotation(check, refs, offset_rotation):
         check.close(a, b.T.contiguous(), "M(-9)", atol=1e-5)
         big = offset_rotation(1000, 16).double()
         check.close(big @ big.T, torch.eye(16, dtype=torch.float64), "M(1000) @ M(1000).T", atol=1e-4)
-    with check("returns float32"):
+    with check("returns float32", weight=0.5):
         M = offset_rotation(2, 6)
         check.true(isinstance(M, torch.Tensor) and M.dtype == torch.float32, "M should be a float32 tensor.")
 
 
 def _test_PositionalEncoding(check, refs, PositionalEncoding):
     s = PE_SIZE
-    with check("eval mode, dropout=0: forward(x) = x + PE[:L] (reference table, hidden sizes)"):
+    with check("eval mode, dropout=0: forward(x) = x + PE[:L] (reference table, hidden sizes)", weight=2):
         module = PositionalEncoding(s["d_model"], s["max_len"], 0.0).eval()
         out = module(refs["pe.x"])
         x = refs["pe.x"]
@@ -263,7 +263,7 @@ def _test_PositionalEncoding(check, refs, PositionalEncoding):
 
 def test_apply_rope(check, refs, apply_rope):
     x, positions = refs["rope.x"], refs["rope.positions"]
-    with check("matches the reference on hidden (B, h, L, d) inputs with arbitrary positions"):
+    with check("matches the reference on hidden (B, h, L, d) inputs with arbitrary positions", weight=2):
         out = apply_rope(x, positions)
         mistakes = {
             INTERLEAVED_ROPE: _nearest(out, [reference_rope(x, positions, pairing=p) for p in ("interleaved", "mixed")]),

@@ -219,7 +219,7 @@ def _gqa_module(cls, params, d_model, num_heads, num_kv_heads, **kwargs):
 
 # -- hidden tests ----------------------------------------------------------------------------------------
 def test_repeat_kv(check, refs, repeat_kv):
-    with check("matches the reference on a hidden input (B=2, h_kv=3, L=5, d=4, n_rep=4)"):
+    with check("matches the reference on a hidden input (B=2, h_kv=3, L=5, d=4, n_rep=4)", weight=2):
         x = refs["repeat_kv.x"]
         check.close(repeat_kv(x, 4), refs["repeat_kv.out"], "repeat_kv(x, 4)",
                     mistakes={TILED: reference_repeat_kv(x, 4, tile=True)})
@@ -256,7 +256,7 @@ def _test_grouped_query_attention(check, refs, GroupedQueryAttention):
     h, h_kv, d_model = s["num_heads"], s["num_kv_heads"], s["d_model"]
     params = {k.removeprefix("gqa."): v for k, v in refs.items() if k.startswith("gqa.W_")}
     x = refs["gqa.x"]
-    with check("supplied weights reproduce stored outputs (d_model=24, 6 heads, 2 KV heads, padding mask)"):
+    with check("supplied weights reproduce stored outputs (d_model=24, 6 heads, 2 KV heads, padding mask)", weight=2):
         module = _gqa_module(GroupedQueryAttention, params, d_model, h, h_kv)
         _compare(check, module, params, x, refs["gqa.mask"], h, h_kv, refs["gqa.out"], refs["gqa.weights"],
                  "hidden input")
@@ -466,7 +466,7 @@ def _bytes_mistake(n, expected, num_layers):
 
 
 def test_kv_cache_bytes(check, refs, kv_cache_bytes):
-    with check("returns a Python int"):
+    with check("returns a Python int", weight=0.5):
         n = kv_cache_bytes(2, 2, 8, 10)
         check.true(isinstance(n, int) and not isinstance(n, bool), f"expected an int, got {type(n).__name__}.")
     configs = [  # (layers, kv heads, head_dim, seq_len, batch)
@@ -475,7 +475,7 @@ def test_kv_cache_bytes(check, refs, kv_cache_bytes):
         ("Falcon-7B style multi-query (32 layers, 1 KV head of 64), batch 8, 2048 tokens", (32, 1, 64, 2048, 8)),
     ]
     for what, (layers, kv, hd, L, B) in configs:
-        with check(f"fp16: {what}"):
+        with check(f"fp16: {what}", weight=2):
             n = kv_cache_bytes(layers, kv, hd, L, batch_size=B)
             expected = reference_kv_cache_bytes(layers, kv, hd, L, B)
             check.true(n == expected, f"kv_cache_bytes({layers}, {kv}, {hd}, {L}, batch_size={B}) returned {n}.",
