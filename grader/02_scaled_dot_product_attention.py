@@ -11,10 +11,10 @@ from torch import nn
 from utils.grading import CheckFailure, Mistake, expect_pair, load_weights, standing_in
 
 NOTEBOOK = "02_scaled_dot_product_attention"
-STEPS = "The equation, step by step"
-WHY = "Why divide by √d_k"
-MASKS = "Masks: True = may attend"
-CROSS = "Self- and cross-attention"
+STEPS = "1. The equation, step by step"
+WHY = "2. Why divide by √d_k"
+MASKS = "3. Masks: True = may attend"
+CROSS = "5. Self- and cross-attention"
 
 # -- the mistake catalogue ----------------------------------------------------------------------------
 # Entries that share a name are the same mistake seen from a different angle, explained for that angle.

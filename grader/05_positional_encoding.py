@@ -15,39 +15,39 @@ CONCAT = Mistake(
     "your table puts every sine in the first half of the vector and every cosine in the second half; the layout "
     "asked for is interleaved (sin on even dimensions, cos on odd ones), so each pair (2i, 2i+1) is one point "
     "on a circle that a 2x2 rotation can move",
-    "Sinusoidal encoding",
+    "2. Sinusoidal encoding",
 )
 EXP_I = Mistake(
     "exponent i/d instead of 2i/d",
     "pair i should turn at 1/10000^(2i/d_model), with 2i the index of its even dimension; dividing i (not 2i) "
     "by d_model makes the slowest pairs turn far too fast, so the longest wavelength is about 100 instead of "
     "about 10000 (the same numbers as base 100 with the right exponent 2i/d_model)",
-    "Sinusoidal encoding",
+    "2. Sinusoidal encoding",
 )
 WRONG_BASE = Mistake(
     "wrong base",
     "the frequencies come from a base other than 10000 (a typo such as 1000 or 100000, or log10 where the formula "
     "needs the natural log), which changes every wavelength except the first",
-    "Sinusoidal encoding",
+    "2. Sinusoidal encoding",
 )
 TRANSPOSED = Mistake(
     "transposed rotation",
     "your matrix turns each pair by -k instead of +k, so it moves PE[pos] back to PE[pos - k]; redo the "
     "angle-addition formulas for one (sin, cos) pair and read off which entry gets +sin",
-    "The offset property: a shift is a rotation",
+    "3. The offset property: a shift is a rotation",
 )
 DROPOUT_IN_EVAL = Mistake(
     "dropout active in eval mode",
     "model.eval() must switch dropout off: use the nn.Dropout module (it follows train() / eval()), or pass "
     "training=self.training to F.dropout. With dropout in eval mode every translation and every test is random",
-    "The `PositionalEncoding` module",
+    "4. The `PositionalEncoding` module",
 )
 INTERLEAVED_ROPE = Mistake(
     "interleaved-pair RoPE",
     "you rotate the neighbouring pairs (x0, x1), (x2, x3), ... as in the RoFormer paper; the convention asked "
     "for here (LLaMA, Hugging Face) pairs x_i with x_(i + d/2), the rotate_half layout. Both are rotary "
     "encodings, but a checkpoint trained with one gives wrong scores with the other",
-    "Rotary position embedding (RoPE)",
+    "6. Rotary position embedding (RoPE)",
 )
 
 # Bases a learner might use by accident: typos, and log10 / ln mix-ups inside exp(-2i/d * log(base)).

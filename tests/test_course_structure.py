@@ -131,3 +131,32 @@ def test_assignment_folders_hold_only_the_notebook():
     for assignment in ASSIGNMENTS:
         files = [p.name for p in (nbs.SOLUTIONS / assignment).iterdir() if p.name != ".ipynb_checkpoints"]
         assert files == [f"{assignment}.ipynb"]
+
+
+def _headings(nb) -> list[str]:
+    return [line.lstrip("#").strip() for cell in nb.cells if cell.cell_type == "markdown"
+            for line in cell.source.splitlines() if re.match(r"#{2,3} ", line)]
+
+
+def test_sections_are_numbered_one_to_n_and_only_the_summary_is_not(solution):
+    assignment, nb = solution
+    top = [line[3:].strip() for cell in nb.cells if cell.cell_type == "markdown"
+           for line in cell.source.splitlines() if line.startswith("## ")]
+    numbers = [int(m.group(1)) for h in top if (m := re.match(r"(\d+)\. ", h))]
+    assert numbers == list(range(1, len(numbers) + 1)), f"{assignment}: sections numbered {numbers}"
+    assert [h for h in top if not re.match(r"\d+\. ", h)] == ["Summary"], f"{assignment}: unnumbered sections {top}"
+
+
+def test_every_section_the_grader_or_the_notebook_refers_to_exists(solution):
+    """A catalogued mistake's "see '5. ...'" and a cell's "section 5" must survive a section moving."""
+    from utils.grading import Mistake
+
+    assignment, nb = solution
+    headings = set(_headings(nb))
+    sections = {m.section for m in vars(load_grader(assignment)).values() if isinstance(m, Mistake)}
+    assert sections <= headings, f"{assignment}: the grader points to sections that are not headings: {sections - headings}"
+    count = sum(1 for h in headings if re.match(r"\d+\. ", h))
+    for cell in nb.cells:
+        # "section 5", not "notebook 03's section 5" (another notebook's numbering)
+        for m in re.finditer(r"(?<!'s )\bsections? (\d+)(?:\.\d+)?", cell.source):
+            assert 1 <= int(m.group(1)) <= count, f"{assignment}: '{m.group(0)}' in {cell.source[:80]!r}"
