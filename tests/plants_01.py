@@ -48,4 +48,31 @@ DIAGNOSED = [
     {"cell": "additive_scores", "old": "return torch.tanh(q_hidden + k_hidden) @ w_v",
      "new": "return -torch.tanh(q_hidden + k_hidden) @ w_v",
      "exercise": "additive_scores", "diagnosis": "multiplied by −1"},
+    # softmax moved `dim` to the end to work along -1 and never moved it back
+    {"cell": "softmax",
+     "old": "    shifted = x - x.max(dim=dim, keepdim=True).values  # largest entry becomes 0, so exp never overflows\n"
+            "    e = torch.exp(shifted)  # same shape as x, every entry in (0, 1]\n"
+            "    return e / e.sum(dim=dim, keepdim=True)",
+     "new": "    x = x.transpose(dim, -1)  # work along the last axis\n"
+            "    shifted = x - x.max(dim=-1, keepdim=True).values\n"
+            "    e = torch.exp(shifted)\n"
+            "    return e / e.sum(dim=-1, keepdim=True)",
+     "exercise": "softmax", "diagnosis": "axes in another order"},
+    # the exponentials taken in float64 "for stability", the result never cast back to x's dtype
+    {"cell": "softmax", "old": "e = torch.exp(shifted)", "new": "e = torch.exp(shifted.double())",
+     "exercise": "softmax", "diagnosis": "dtype is torch.float64, not torch.float32"},
+    # the weighted sum written as a mean over the keys: divided by n
+    {"cell": "attention_pool", "old": "output = weights @ values", "new": "output = (weights[:, None] * values).mean(dim=0)",
+     "exercise": "attention_pool", "diagnosis": "multiplied by 1/5"},
+    # the query as a (1, d) row vector: scores, weights and output keep a leading axis of size 1
+    {"cell": "attention_pool", "old": "scores = keys @ query", "new": "scores = query[None, :] @ keys.T",
+     "exercise": "attention_pool", "diagnosis": "a dimension of size 1 is missing or extra"},
+]
+
+# Mistakes no catalogue entry or diagnosis explains: they must lose points and be given no name at all.
+UNNAMED = [
+    # scores of shape (..., n, 1): softmax over the size-1 axis gives the same weights for every query, as a missing
+    # tanh would; that name would send the learner to the wrong line.
+    {"cell": "additive_scores", "old": "return torch.tanh(q_hidden + k_hidden) @ w_v",
+     "new": "return torch.tanh(q_hidden + k_hidden) @ w_v[:, None]", "exercise": "additive_scores"},
 ]

@@ -69,4 +69,31 @@ DIAGNOSED = [
     {"cell": "scaled_dot_product_attention", "old": "return weights @ v, weights",
      "new": "return weights @ v, weights.transpose(-2, -1)",
      "exercise": "scaled_dot_product_attention", "diagnosis": "axes"},
+    # the softmax taken in float64 for stability; the output cast back, the weights returned as float64
+    {"cell": "scaled_dot_product_attention",
+     "old": "    weights = torch.softmax(scores, dim=-1)  # (..., Lq, Lk): a distribution over the keys for every query\n"
+            "    return weights @ v, weights",
+     "new": "    weights = torch.softmax(scores.double(), dim=-1)  # float64 for a stable softmax\n"
+            "    return weights.to(v.dtype) @ v, weights",
+     "exercise": "scaled_dot_product_attention", "diagnosis": "dtype is torch.float64, not torch.float32"},
+    # softmax written out by hand without subtracting the row maximum: exp overflows on large scores
+    {"cell": "scaled_dot_product_attention", "old": "weights = torch.softmax(scores, dim=-1)",
+     "new": "e = torch.exp(scores)\n    weights = e / e.sum(dim=-1, keepdim=True)",
+     "exercise": "scaled_dot_product_attention", "diagnosis": "NaN in"},
+    # the mask is accepted but never passed on: only rows that may see every key come out right
+    {"cell": "SelfAttention", "old": "return scaled_dot_product_attention(q, k, v, mask)",
+     "new": "return scaled_dot_product_attention(q, k, v)",
+     "exercise": "SelfAttention", "diagnosis": "rows of your output are right"},
+    # a head axis of size 1 added to the weights, "like multi-head attention"
+    {"cell": "SelfAttention", "old": "return scaled_dot_product_attention(q, k, v, mask)",
+     "new": "out, weights = scaled_dot_product_attention(q, k, v, mask)\n        return out, weights.unsqueeze(1)",
+     "exercise": "SelfAttention", "diagnosis": "a dimension of size 1 is missing or extra"},
+]
+
+# Mistakes that must lose points and be given no catalogue name (a generic diagnosis may still explain them).
+UNNAMED = [
+    # 0 * -inf is NaN: every output is NaN, as "softmax over the wrong dim" also is on an input whose mask forbids one
+    # key to every query; an all-NaN match names nothing.
+    {"cell": "scaled_dot_product_attention", "old": 'scores = scores.masked_fill(~mask, float("-inf"))',
+     "new": 'scores = scores + (~mask) * float("-inf")', "exercise": "scaled_dot_product_attention"},
 ]

@@ -85,4 +85,19 @@ DIAGNOSED = [
     # No diagonal: at L = 1 it coincides with "inverted polarity" ([[False]]), which must not be named.
     {"cell": "causal_mask", "old": ".tril()  # (L, L)", "new": ".tril(-1)  # (L, L)",
      "exercise": "causal_mask", "diagnosis": "exactly on the diagonal"},
+    # tril(1) "to include the diagonal": one key in the future allowed
+    {"cell": "causal_mask", "old": ".tril()  # (L, L)", "new": ".tril(1)  # (L, L)",
+     "exercise": "causal_mask", "diagnosis": "keys 1 position after the query"},
+    # positions and lengths broadcast the other way round: (max_len, B)
+    {"cell": "padding_mask", "old": "return positions[None, :] < lengths[:, None]",
+     "new": "return positions[:, None] < lengths[None, :]",
+     "exercise": "padding_mask", "diagnosis": "axes in another order"},
+    # the scores converted to float64 before masking, the weights never cast back
+    {"cell": "masked_softmax", "old": "scores = scores.masked_fill(~mask, float(\"-inf\"))",
+     "new": "scores = scores.double().masked_fill(~mask, float(\"-inf\"))",
+     "exercise": "masked_softmax", "diagnosis": "dtype is torch.float64, not torch.float32"},
+    # the expand to (B, 1, Lq, Lk) left out: without causal the mask stays (B, 1, 1, Lk)
+    {"cell": "build_attention_mask",
+     "old": "    mask = mask.expand(-1, 1, Lq, Lk)  # (B, 1, Lq, Lk): the same keys for every query\n", "new": "",
+     "exercise": "build_attention_mask", "diagnosis": "once broadcast"},
 ]

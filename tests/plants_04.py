@@ -57,4 +57,13 @@ DIAGNOSED = [
      "exercise": "merge_heads", "diagnosis": "merged in the opposite order"},
     {"cell": "MultiHeadAttention", "old": "return output, weights", "new": "return output, weights.transpose(-1, -2)",
      "exercise": "MultiHeadAttention", "diagnosis": "axes"},
+    # the mask argument is ignored: only sequences without padding come out right
+    {"cell": "MultiHeadAttention",
+     "old": "        if mask is not None:\n"
+            "            scores = scores.masked_fill(~mask, float(\"-inf\"))   # (B, h, Lq, Lk); the mask broadcasts\n",
+     "new": "",
+     "exercise": "MultiHeadAttention", "diagnosis": "rows of your output are right"},
+    # flatten(1) instead of flatten(2): positions merged with the features, (B, L * h * d)
+    {"cell": "merge_heads", "old": "x.transpose(1, 2).reshape(B, L, h * d)", "new": "x.transpose(1, 2).flatten(1)",
+     "exercise": "merge_heads", "diagnosis": "a view or reshape to the wrong shape"},
 ]

@@ -64,4 +64,21 @@ DIAGNOSED = [
     {"cell": "sinusoidal_encoding", "old": "    pe[:, 0::2] = torch.sin(angle)\n    pe[:, 1::2] = torch.cos(angle)",
      "new": "    pe[:, 0::2] = torch.cos(angle)\n    pe[:, 1::2] = torch.sin(angle)",
      "exercise": "sinusoidal_encoding", "diagnosis": "neighbouring pair exchanged"},
+    # the table returned with a batch axis, pe.unsqueeze(0), as in the PyTorch tutorial's module
+    {"cell": "sinusoidal_encoding", "old": "    return pe\n", "new": "    return pe.unsqueeze(0)  # (1, max_len, d_model)\n",
+     "exercise": "sinusoidal_encoding", "diagnosis": "a dimension of size 1 is missing or extra"},
+    # the table built dimension-major, (d_model, max_len)
+    {"cell": "sinusoidal_encoding",
+     "old": "    angle = position * freq  # (max_len, d_model/2)\n"
+            "    pe = torch.zeros(max_len, d_model)\n"
+            "    pe[:, 0::2] = torch.sin(angle)\n"
+            "    pe[:, 1::2] = torch.cos(angle)",
+     "new": "    angle = freq[:, None] * position.T  # (d_model/2, max_len)\n"
+            "    pe = torch.zeros(d_model, max_len)\n"
+            "    pe[0::2] = torch.sin(angle)\n"
+            "    pe[1::2] = torch.cos(angle)",
+     "exercise": "sinusoidal_encoding", "diagnosis": "axes in another order"},
+    # the fourth entry of each 2x2 block forgotten: the odd rows lose their cosine
+    {"cell": "offset_rotation", "old": "    M[odd, odd] = cos\n", "new": "",
+     "exercise": "offset_rotation", "diagnosis": "rows of your output are right"},
 ]

@@ -89,3 +89,38 @@ VARIANTS = [
      "new": "    info = torch.finfo(dtype) if dtype.is_floating_point else torch.iinfo(dtype)\n"
             "    element = info.bits // 8"},
 ]
+
+
+# Mistakes the catalogue does not know: the generic diagnosis (utils/diagnose.py) must say what they are.
+DIAGNOSED = [
+    # Hugging Face's broadcast view without its final reshape: (B, h_kv, n_rep, L, d_k)
+    {"cell": "repeat_kv", "old": "return x.repeat_interleave(n_rep, dim=1)",
+     "new": "return x[:, :, None].expand(-1, -1, n_rep, -1, -1)",
+     "exercise": "repeat_kv", "diagnosis": "a view or reshape to the wrong shape"},
+    # the mask argument is ignored: only sequences without padding come out right
+    {"cell": "GroupedQueryAttention",
+     "old": "        if mask is not None:\n            scores = scores.masked_fill(~mask, float(\"-inf\"))\n",
+     "new": "",
+     "exercise": "GroupedQueryAttention", "diagnosis": "rows of your output are right"},
+    # masked_fill where the mask is True: a sequence without padding has nothing left to attend to
+    {"cell": "GroupedQueryAttention", "old": "scores = scores.masked_fill(~mask, float(\"-inf\"))",
+     "new": "scores = scores.masked_fill(mask, float(\"-inf\"))",
+     "exercise": "GroupedQueryAttention", "diagnosis": "NaN in"},
+    # new keys and values prepended instead of appended: the cache holds the tokens newest first
+    {"cell": "KVCache",
+     "old": "            self.k = torch.cat([self.k, k_new], dim=2)  # the sequence axis\n"
+            "            self.v = torch.cat([self.v, v_new], dim=2)",
+     "new": "            self.k = torch.cat([k_new, self.k], dim=2)\n"
+            "            self.v = torch.cat([v_new, self.v], dim=2)",
+     "exercise": "KVCache", "diagnosis": "the whole axis reversed"},
+    # the else: left out, so the first update is stored and then appended once more
+    {"cell": "KVCache",
+     "old": "            self.k, self.v = k_new, v_new\n"
+            "        else:\n"
+            "            self.k = torch.cat([self.k, k_new], dim=2)  # the sequence axis\n"
+            "            self.v = torch.cat([self.v, v_new], dim=2)",
+     "new": "            self.k, self.v = k_new, v_new\n"
+            "        self.k = torch.cat([self.k, k_new], dim=2)\n"
+            "        self.v = torch.cat([self.v, v_new], dim=2)",
+     "exercise": "KVCache", "diagnosis": "1 extra entry at the start of axis 2"},
+]

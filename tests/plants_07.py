@@ -74,3 +74,29 @@ VARIANTS = [
     {"cell": "flash_attention_triton", "old": "block = 64 if q.is_cuda else 16",
      "new": "block = 64 if q.is_cuda else 32"},
 ]
+
+
+# Mistakes the catalogue does not know: the generic diagnosis (utils/diagnose.py) must say what they are.
+DIAGNOSED = [
+    # no guard for a row whose first block is all -inf: exp(-inf - (-inf)) is NaN and stays
+    {"cell": "online_softmax",
+     "old": "        shift = m_new.masked_fill(m_new == float(\"-inf\"), 0.0)  # a row that saw only -inf so far: no NaN\n"
+            "        l = l * torch.exp(m - shift) + torch.exp(block - shift[..., None]).sum(dim=-1)",
+     "new": "        l = l * torch.exp(m - m_new) + torch.exp(block - m_new[..., None]).sum(dim=-1)",
+     "exercise": "online_softmax", "diagnosis": "NaN in"},
+    # the logsumexp returned with a trailing axis of size 1, "like the output"
+    {"cell": "flash_attention", "old": "    return out, lse\n", "new": "    return out, lse[..., None]  # (..., Lq, 1)\n",
+     "exercise": "flash_attention", "diagnosis": "a dimension of size 1 is missing or extra"},
+    # the output buffer made with torch.zeros and no dtype: float32 whatever q is
+    {"cell": "flash_attention", "old": "out = q.new_empty(*q.shape[:-1], v.shape[-1])",
+     "new": "out = torch.zeros(*q.shape[:-1], v.shape[-1])",
+     "exercise": "flash_attention", "diagnosis": "dtype is torch.float32, not torch.float64"},
+    # dK without the 1/sqrt(d) of the scores it differentiates (dQ keeps it)
+    {"cell": "FlashAttentionFunction", "old": "dk[..., k_start:k_end, :] += ds.transpose(-2, -1) @ q_blk * scale",
+     "new": "dk[..., k_start:k_end, :] += ds.transpose(-2, -1) @ q_blk",
+     "exercise": "FlashAttentionFunction", "diagnosis": "multiplied by √8"},
+    # dS = P * (D - dP): the row term subtracted the wrong way round
+    {"cell": "FlashAttentionFunction", "old": "ds = p * (do_blk @ v_blk.transpose(-2, -1) - D_blk)",
+     "new": "ds = p * (D_blk - do_blk @ v_blk.transpose(-2, -1))",
+     "exercise": "FlashAttentionFunction", "diagnosis": "multiplied by −1"},
+]

@@ -126,3 +126,35 @@ def test_an_extra_or_missing_position_at_one_end_is_named_with_its_axis_and_end(
     assert "2 extra entries at the end of axis 0" in diagnose(torch.cat([ys, ys[:2] + 100]), ys)
     assert diagnose(torch.randint(3, 19, (6, 9)), ys) is None  # one more column, but the rest does not match either
     assert diagnose(ys[:1, :-1], ys) is None  # two axes differ: not this diagnosis
+
+
+def test_a_size_1_axis_against_a_constant_one_is_a_broadcast_not_missing_entries():
+    # build_attention_mask without the expand: (B, 1, 1, Lk) where (B, 1, Lq, Lk) repeats the row for every query
+    keys = torch.arange(7)[None, None, None, :] < torch.tensor([3, 7, 0, 5])[:, None, None, None]
+    message = diagnose(keys.long(), keys.expand(-1, 1, 7, 7).long())
+    assert "once broadcast" in message and "missing at the start" not in message
+    # the longer answer with a repeated slice keeps the edge diagnosis: a first cache update stored twice
+    k = torch.randn(2, 3, 1, 4)
+    message = diagnose(torch.cat([k, k], dim=2), k)
+    assert "1 extra entry at the start of axis 2" in message
+    # a size-1 answer whose one slice is not what every expected slice holds is neither
+    e = torch.randn(2, 5, 4)
+    assert diagnose(e[:, :1] + 1.0, e) is None
+
+
+def test_dtype_named_when_the_values_differ_only_by_its_rounding():
+    # float64 work written into a float32 buffer, checked at float64's tolerance
+    e = torch.randn(2, 10, 8, dtype=torch.float64) * 3
+    for dtype, name in ((torch.float32, "torch.float32"), (torch.float16, "torch.float16")):
+        message = diagnose(e.to(dtype), e, rtol=1e-8, atol=1e-10)
+        assert f"dtype is {name}, not torch.float64" in message and f"precision of {name}" in message
+    assert "dtype is torch.float64, not torch.float32" in diagnose(e, e.float(), rtol=1e-8, atol=1e-10)
+
+
+def test_dtype_not_named_when_the_values_are_wrong_beyond_its_rounding():
+    torch.manual_seed(3)
+    e = torch.randn(2, 10, 8, dtype=torch.float64)
+    off = (e * (1 + 1e-3 * torch.randn_like(e))).float()  # float32, and wrong by 0.1 %: more than rounding
+    assert diagnose(off, e, rtol=1e-8, atol=1e-10) is None
+    assert diagnose((e + 1e-2 * torch.randn_like(e)).half(), e, rtol=1e-8, atol=1e-10) is None
+    assert diagnose(e.float().round(), e, rtol=1e-8, atol=1e-10) is None  # integers in a float dtype: not rounding

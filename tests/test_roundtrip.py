@@ -62,6 +62,17 @@ def test_uncatalogued_mistake_gets_the_right_generic_diagnosis(assignment, plant
     assert "Diagnosis: " in ex["feedback"] and plant["diagnosis"] in ex["feedback"], ex["feedback"]
 
 
+UNNAMED_CASES = [(a, m) for a in ASSIGNMENTS for m in getattr(plants(a), "UNNAMED", [])]
+
+
+@pytest.mark.parametrize("assignment, plant", UNNAMED_CASES,
+                         ids=[f"{a[:2]}-{m['exercise']}-{i}" for i, (a, m) in enumerate(UNNAMED_CASES)])
+def test_a_mistake_nothing_explains_gets_no_name(assignment, plant, tmp_path):
+    ex = by_id(attn_check(planted_copy(assignment, [plant], tmp_path)))[plant["exercise"]]
+    assert ex["score"] < ex["max_score"], ex
+    assert ex["mistake"] is None and "This matches a known mistake" not in ex["feedback"], ex["feedback"]
+
+
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_correct_answers_written_differently_keep_full_marks(assignment, tmp_path):
     variants = plants(assignment).VARIANTS

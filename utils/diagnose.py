@@ -3,8 +3,8 @@
 `diagnose(actual, expected)` is tried by `Checker.close` when an output is wrong and no catalogued mistake of the
 exercise matches. It knows nothing about the exercise: it asks whether the answer is the expected tensor with axes
 swapped, permuted along one axis, scaled or shifted by a constant, right on some rows only, of the wrong dtype or
-shape but with the right values, or non-finite where the expected is finite. It answers with one sentence that says
-where to look, or None.
+shape but with the right values (up to the coarser dtype's rounding), or non-finite where the expected is finite. It
+answers with one sentence that says where to look, or None.
 
 A wrong name is worse than none: a diagnosis is returned only when it explains *every* entry of the answer within
 the comparison's tolerance, on tensors large enough that a coincidence is unlikely. It never quotes an expected value
@@ -48,10 +48,11 @@ def diagnose(actual: torch.Tensor, expected: torch.Tensor, *, rtol: float = 1e-4
         return _diagnose_shape(ad, ed, close)
     if not bool(torch.isfinite(ad).all()) and bool(torch.isfinite(ed).all()):
         return _diagnose_nonfinite(ad)
-    if a.dtype != e.dtype and close(ad, ed):
-        return (f"the values are right but the dtype is {a.dtype}, not {e.dtype}: look for a constant or a tensor "
-                f"created without dtype= (torch.tensor of Python floats is float32, numpy gives float64), or a .to() "
-                f"left out.")
+    if a.dtype != e.dtype and (close(ad, ed) or _rounded(a, e, ad, ed, rtol, atol)):
+        coarse = "" if close(ad, ed) else f" (to the precision of {_coarser(a.dtype, e.dtype)})"
+        return (f"the values are right{coarse} but the dtype is {a.dtype}, not {e.dtype}: look for a constant or a "
+                f"tensor created without dtype= (torch.tensor of Python floats is float32, numpy gives float64), or a "
+                f".to() left out.")
     if _is_degenerate(ed):
         return None
     for message in (_transposed(ad, ed, close), _permuted(ad, ed, close), _scaled(ad, ed, close),
@@ -77,17 +78,19 @@ def _diagnose_shape(ad: torch.Tensor, ed: torch.Tensor, close) -> str | None:
                         f"missing or extra (keepdim=True, unsqueeze or squeeze?).")
             return (f"your output has the expected values in the expected order but shape {got} instead of {want}: a "
                     f"view or reshape to the wrong shape.")
-    edge = _extra_or_missing_edge(ad, ed, close)
-    if edge:
-        return edge
     try:
         common = torch.broadcast_shapes(ad.shape, ed.shape)
     except RuntimeError:
-        return None
-    if close(ad.expand(common), ed.expand(common)):
-        return (f"your values are right once broadcast, but the shape is {got} instead of {want}: a dimension of size 1 "
-                f"is missing or extra (keepdim=True, unsqueeze or squeeze?).")
-    return None
+        common = None
+    broadcast = common is not None and close(ad.expand(common), ed.expand(common))
+    message = (f"your values are right once broadcast, but the shape is {got} instead of {want}: a dimension of size 1 "
+               f"is missing or extra (keepdim=True, unsqueeze or squeeze?).")
+    # Where the answer has size 1 and the expected tensor is constant along that axis, "n - 1 entries missing" is also
+    # true, but a missing expand (or a keepdim) is what explains it; where the answer is the longer one, its extra
+    # entries are the likelier story (a first update stored twice, a start token kept).
+    if broadcast and ad.ndim == ed.ndim and all(a == 1 for a, e in zip(got, want) if a != e):
+        return message
+    return _extra_or_missing_edge(ad, ed, close) or (message if broadcast else None)
 
 
 def _extra_or_missing_edge(ad: torch.Tensor, ed: torch.Tensor, close) -> str | None:
@@ -125,6 +128,27 @@ def _diagnose_nonfinite(ad: torch.Tensor) -> str:
                 f"sum that can be 0.")
     return (f"your output has {kind} at {int(bad.sum())} of {ad.numel()} positions ({_positions(bad)}) where every "
             f"expected value is finite: look for an exp that overflows or a division by 0.")
+
+
+# -- dtype ----------------------------------------------------------------------------------------------------------
+_ROUNDING_ULPS = 4  # relative error, in units of the coarser dtype's eps, that still counts as "the same, rounded"
+
+
+def _rounded(a: torch.Tensor, e: torch.Tensor, ad: torch.Tensor, ed: torch.Tensor, rtol: float, atol: float) -> bool:
+    """Both floating point, and equal within the rounding of the coarser of the two dtypes: the values were computed
+    right and then stored in (or computed at) the other precision, e.g. float64 work written into a float32 buffer.
+    The comparison's own tolerance may be tighter than that rounding (float64 checks ask for 1e-10)."""
+    if not (a.is_floating_point() and e.is_floating_point()):
+        return False
+    eps = max(torch.finfo(a.dtype).eps, torch.finfo(e.dtype).eps)
+    finite = ed[torch.isfinite(ed)]
+    scale = float(finite.abs().max()) if finite.numel() else 0.0
+    tol_r, tol_a = max(rtol, _ROUNDING_ULPS * eps), max(atol, eps * scale)  # atol: one unit of the largest value
+    return bool(torch.isclose(ad, ed, rtol=tol_r, atol=tol_a, equal_nan=True).all())
+
+
+def _coarser(x: torch.dtype, y: torch.dtype) -> torch.dtype:
+    return x if torch.finfo(x).eps >= torch.finfo(y).eps else y
 
 
 # -- same shape -----------------------------------------------------------------------------------------------------
@@ -207,15 +231,15 @@ def _factor_name(c: float) -> str:
     """The factor as a learner would write it: 2, −1, 8 = √64, 1/√10, or 'about 3.7'."""
     sign = "−" if c < 0 else ""
     m = abs(c)
-    candidates = []
+    candidates = []  # (value, name, whether the name is a whole number or its inverse)
     for k in range(1, 4097):
         as_root = f" = √{k * k}" if 1 < k and k * k <= 65536 else ""  # 8 is also √64 (√d_k with d_k = 64)
-        candidates += [(k, f"{k}{as_root}"), (1 / k, f"1/{k}" + as_root.replace("√", "1/√"))]
+        candidates += [(k, f"{k}{as_root}", True), (1 / k, f"1/{k}" + as_root.replace("√", "1/√"), True)]
         if math.isqrt(k) ** 2 != k:
-            candidates += [(math.sqrt(k), f"√{k}"), (1 / math.sqrt(k), f"1/√{k}")]
-    for value, name in candidates:
+            candidates += [(math.sqrt(k), f"√{k}", False), (1 / math.sqrt(k), f"1/√{k}", False)]
+    for value, name, whole in candidates:
         if abs(m - value) <= 1e-4 * value:
-            return f"{sign}{name}" + ("" if m >= 1 and abs(m - round(m)) < 1e-9 else f" (≈ {c:.4g})")
+            return f"{sign}{name}" + ("" if whole else f" (≈ {c:.4g})")
     return f"about {c:.4g}"
 
 
