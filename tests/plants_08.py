@@ -72,7 +72,9 @@ DIAGNOSED = [
     {"cell": "greedy_decode", "old": "    return ys[:, 1:]", "new": "    return ys",
      "exercise": "greedy_decode", "diagnosis": "1 extra entry at the start of axis 1"},
     {"cell": "greedy_decode", "old": "    return ys[:, 1:]", "new": "    return ys[:, 1:].T",
-     "exercise": "greedy_decode", "diagnosis": "axes in another order"},
+     # "a transpose" is in both wordings: (B, T) outputs that happen to be square on the random fresh sources are
+     # "axes 0 and 1 swapped (a transpose)", the others "axes in another order ... look for a transpose".
+     "exercise": "greedy_decode", "diagnosis": "a transpose"},
 ]
 
 # Correct answers written differently: all applied together, they must keep full marks.

@@ -16,7 +16,7 @@ from .conftest import ASSIGNMENTS
 def test_solution_notebook_passes_nbval(assignment):
     proc = subprocess.run(
         [
-            sys.executable, "-m", "pytest", "--nbval", "-p", "no:xdist", "-p", "no:cacheprovider", "-q",
+            sys.executable, "-m", "pytest", "--nbval", "-p", "no:xdist", "-p", "no:cacheprovider", "-p", "tests.nbval_patience", "-q",
             "--nbval-sanitize-with", "tests/nbval_sanitize.cfg",
             str(nbs.solution_path(assignment).relative_to(nbs.ROOT)),
         ],
