@@ -41,6 +41,17 @@ def test_neighbouring_pairs_exchanged():
     assert "neighbouring pair exchanged" in diagnose(y.reshape(5, 4, 2).flip(-1).reshape(5, 8), y)
 
 
+def test_a_permutation_is_found_when_two_slices_are_both_within_tolerance():
+    # A sinusoidal table's slowest cosines are all ~1: columns 1 and 3 agree to 1e-4, and sin/cos swapped must
+    # still be read as the neighbouring-pair exchange (each column's nearest match), not called ambiguous.
+    pos = torch.arange(37, dtype=torch.float32)[:, None]
+    angle = pos * torch.tensor([2e-4, 1e-4])  # (37, 2): two slow frequencies
+    table = torch.stack([angle.sin(), angle.cos()], dim=-1).reshape(37, 4)  # sin, cos, sin, cos
+    swapped = torch.stack([angle.cos(), angle.sin()], dim=-1).reshape(37, 4)
+    assert torch.allclose(table[:, 1], table[:, 3], atol=1e-4)
+    assert "neighbouring pair exchanged" in diagnose(swapped, table, atol=1e-4)
+
+
 def test_rows_reversed_and_rolled():
     y = torch.randn(6, 4)
     assert "reversed" in diagnose(y.flip(0), y)

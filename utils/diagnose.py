@@ -185,15 +185,18 @@ def _permuted(ad, ed, close) -> str | None:
 
 
 def _match_slices(ad, ed, dim, close) -> list[int] | None:
-    """For each slice of `ad` along `dim`, the index of the (first) matching slice of `ed`, or None."""
+    """For each slice of `ad` along `dim`, the index of the nearest matching slice of `ed`, or None.
+
+    Nearest, not first: two slices can both be within tolerance (a sinusoidal table's slowest cosines are all ~1),
+    and the first would then be claimed twice and the order called ambiguous."""
     a_slices = ad.unbind(dim)
     e_slices = ed.unbind(dim)
     order = []
     for a_slice in a_slices:
-        match = next((j for j, e_slice in enumerate(e_slices) if close(a_slice, e_slice)), None)
-        if match is None:
+        matches = [j for j, e_slice in enumerate(e_slices) if close(a_slice, e_slice)]
+        if not matches:
             return None
-        order.append(match)
+        order.append(min(matches, key=lambda j: float((a_slice - e_slices[j]).abs().nan_to_num(nan=0.0).max())))
     return order
 
 
