@@ -7,7 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from utils.grading import CheckFailure, Mistake, identify
+from utils.grading import CheckFailure, Mistake, identify, standing_in
 
 # Sections of the notebook that explain each mistake (their headings, verbatim).
 S_BOOL = "2. Boolean masks: True = may attend, and how they broadcast"
@@ -210,8 +210,9 @@ def _attend(x: torch.Tensor, mask: torch.Tensor, context: torch.Tensor | None = 
 def test_causal_mask(check, refs, causal_mask):
     with check("matches the reference on hidden sizes, L = 1 included", weight=2):
         for L in CAUSAL_SIZES:
-            expected = refs[f"causal_mask.L{L}"]
-            _same_mask(check, causal_mask(L), expected, f"causal_mask({L})", {UPPER: expected.T, INVERTED: ~expected})
+            with check.case():
+                expected = refs[f"causal_mask.L{L}"]
+                _same_mask(check, causal_mask(L), expected, f"causal_mask({L})", {UPPER: expected.T, INVERTED: ~expected})
     with check("dtype is torch.bool for any L", weight=0.5):
         _bool_dtype(check, causal_mask(11), "causal_mask(11)")
     with check("no information flows from the future (gradients)"):
@@ -258,11 +259,12 @@ def test_padding_mask(check, refs, padding_mask):
 def test_sliding_window_mask(check, refs, sliding_window_mask):
     with check("matches the reference on hidden (L, window) pairs", weight=2):
         for L, w in WINDOW_CASES:
-            expected = refs[f"sliding_window_mask.L{L}w{w}"]
-            mistakes = {OFF_BY_ONE_WIDE: ref_window(L, w + 1), UPPER: expected.T, INVERTED: ~expected}
-            if w > 1:
-                mistakes[OFF_BY_ONE_NARROW] = ref_window(L, w - 1)
-            _same_mask(check, sliding_window_mask(L, w), expected, f"sliding_window_mask({L}, {w})", mistakes)
+            with check.case():
+                expected = refs[f"sliding_window_mask.L{L}w{w}"]
+                mistakes = {OFF_BY_ONE_WIDE: ref_window(L, w + 1), UPPER: expected.T, INVERTED: ~expected}
+                if w > 1:
+                    mistakes[OFF_BY_ONE_NARROW] = ref_window(L, w - 1)
+                _same_mask(check, sliding_window_mask(L, w), expected, f"sliding_window_mask({L}, {w})", mistakes)
     with check("dtype is torch.bool", weight=0.5):
         _bool_dtype(check, sliding_window_mask(7, 2), "sliding_window_mask(7, 2)")
     with check("outputs depend only on the window's inputs (gradients)"):
@@ -295,6 +297,16 @@ def test_masked_softmax(check, refs, masked_softmax):
     with check("matches the reference on hidden (B, h, Lq, Lk) scores with a (B, 1, Lq, Lk) mask", weight=2):
         out = masked_softmax(scores.clone(), mask.clone())
         check.close(out, refs["masked_softmax.out"], "masked_softmax(hidden scores, hidden mask)", mistakes=catalogue)
+    with check("a key the mask forbids gets exactly zero weight, in every row that has an allowed key"):
+        out = _is_tensor(masked_softmax(scores.clone(), mask.clone()), "weights")
+        check.shape(out, tuple(scores.shape), "weights")
+        allowed = mask.any(-1, keepdim=True).expand_as(out)  # rows with something to attend to
+        leaked = (out.nan_to_num(nan=1.0) * ~mask).abs().where(allowed, torch.zeros(())).sum(-1)  # (B, h, Lq)
+        rows = leaked > 0
+        check.true(not rows.any(),
+                   f"in {int(rows.sum())} of {int(allowed[..., 0].sum())} rows, keys the mask forbids get weight (up to "
+                   f"{float(leaked.max()):.2f} of a row): a forbidden key must get exactly 0. Give its score -inf "
+                   f"before the softmax (multiplying the scores by the mask makes them 0, and exp(0) is not 0).")
     with check("fully masked rows are exactly zero, with no NaN"):
         out = _is_tensor(masked_softmax(scores.clone(), mask.clone()), "weights")
         empty = ~mask.any(-1).expand(2, 3, 5)
@@ -346,15 +358,32 @@ def test_masked_softmax(check, refs, masked_softmax):
 
 
 def test_build_attention_mask(check, refs, build_attention_mask):
+    """Graded on its own: the masks of the earlier exercises that it may call are the reference ones meanwhile."""
+    def causal_mask(L):
+        return ref_causal(L)
+
+    def padding_mask(lengths, max_len):
+        return ref_padding(lengths, max_len)
+
+    def sliding_window_mask(L, window):
+        return ref_window(L, window)
+
+    with standing_in(build_attention_mask, causal_mask=causal_mask, padding_mask=padding_mask,
+                     sliding_window_mask=sliding_window_mask):
+        _test_build_attention_mask(check, refs, build_attention_mask)
+
+
+def _test_build_attention_mask(check, refs, build_attention_mask):
     with check("matches the reference on hidden batches (causal or not, Lq != Lk included)", weight=2):
         for n, (kl, Lq, Lk, causal) in enumerate(BUILD_CASES):
-            expected = refs[f"build_attention_mask.{n}"]
-            lengths = torch.tensor(kl)
-            mistakes = {INVERTED: ~expected, QUERY_PAD: ref_build(lengths, Lq, Lk, causal, query_axis=True)}
-            if causal:
-                mistakes[UPPER] = ref_build(lengths, Lq, Lk, causal, upper=True)
-            what = f"build_attention_mask(key_lengths of {len(kl)} sequences, Lq={Lq}, Lk={Lk}, causal={causal})"
-            _same_mask(check, build_attention_mask(lengths, Lq, Lk, causal=causal), expected, what, mistakes)
+            with check.case():
+                expected = refs[f"build_attention_mask.{n}"]
+                lengths = torch.tensor(kl)
+                mistakes = {INVERTED: ~expected, QUERY_PAD: ref_build(lengths, Lq, Lk, causal, query_axis=True)}
+                if causal:
+                    mistakes[UPPER] = ref_build(lengths, Lq, Lk, causal, upper=True)
+                what = f"build_attention_mask(key_lengths of {len(kl)} sequences, Lq={Lq}, Lk={Lk}, causal={causal})"
+                _same_mask(check, build_attention_mask(lengths, Lq, Lk, causal=causal), expected, what, mistakes)
     with check("dtype is torch.bool", weight=0.5):
         _bool_dtype(check, build_attention_mask(torch.tensor([2, 3]), 4, 3, causal=True), "build_attention_mask(...)")
     with check("used in F.scaled_dot_product_attention, equals is_causal=True when nothing is padded"):

@@ -179,11 +179,12 @@ def test_split_heads(check, refs, split_heads):
         )
     with check("fresh random inputs of several shapes (h = 2, 5, 20: down to one feature per head)"):
         for B, L, D, h in [(3, 7, 20, 2), (1, 9, 20, 5), (2, 3, 20, 20)]:
-            x = torch.randn(B, L, D)
-            check.close(
-                split_heads(x.clone(), h), reference_split_heads(x, h), f"split_heads(x of shape {(B, L, D)}, {h})",
-                mistakes={VIEW_SPLIT: reference_split_heads(x, h, transpose=False)},
-            )
+            with check.case():
+                x = torch.randn(B, L, D)
+                check.close(
+                    split_heads(x.clone(), h), reference_split_heads(x, h), f"split_heads(x of shape {(B, L, D)}, {h})",
+                    mistakes={VIEW_SPLIT: reference_split_heads(x, h, transpose=False)},
+                )
     with check("one head: split_heads(x, 1) is x with a head axis of size 1"):
         x = torch.randn(2, 6, 8)
         check.close(split_heads(x.clone(), 1), x.unsqueeze(1), "split_heads(x, 1)")
@@ -220,9 +221,10 @@ def test_merge_heads(check, refs, merge_heads):
         check.close(merge_heads(x.clone()), refs["merge_heads.out"], "merge_heads(x)", mistakes=mistakes(x))
     with check("fresh random inputs of several shapes, including a non-contiguous one"):
         for B, h, L, d in [(3, 4, 7, 5), (1, 8, 2, 3)]:
-            x = torch.randn(B, h, L, d)
-            check.close(merge_heads(x.clone()), reference_merge_heads(x), f"merge_heads(x of shape {(B, h, L, d)})",
-                        mistakes=mistakes(x))
+            with check.case():
+                x = torch.randn(B, h, L, d)
+                check.close(merge_heads(x.clone()), reference_merge_heads(x), f"merge_heads(x of shape {(B, h, L, d)})",
+                            mistakes=mistakes(x))
         x = torch.randn(2, 6, 3, 5).transpose(1, 2)  # (B=2, h=3, L=6, d=5), not contiguous
         check.close(merge_heads(x), reference_merge_heads(x), "merge_heads(a transposed tensor)", mistakes=mistakes(x))
     with check("one head: merge_heads of (B, 1, L, d) is the (B, L, d) inside"):
@@ -230,9 +232,10 @@ def test_merge_heads(check, refs, merge_heads):
         check.close(merge_heads(x.clone()), x[:, 0], "merge_heads(x with h=1)")
     with check("undoes the split: merge_heads(split(x)) == x"):
         for h in (2, 3, 12):
-            x = torch.randn(2, 9, 12)
-            heads = reference_split_heads(x, h)
-            check.close(merge_heads(heads), x, f"merge_heads(split(x, {h}))", mistakes=mistakes(heads))
+            with check.case():
+                x = torch.randn(2, 9, 12)
+                heads = reference_split_heads(x, h)
+                check.close(merge_heads(heads), x, f"merge_heads(split(x, {h}))", mistakes=mistakes(heads))
 
 
 def _build(cls, d_model: int, num_heads: int, bias: bool = True):

@@ -225,12 +225,13 @@ def test_repeat_kv(check, refs, repeat_kv):
                     mistakes={TILED: reference_repeat_kv(x, 4, tile=True)})
     with check("head i of the result is KV head i // n_rep, on fresh shapes"):
         for B, h_kv, L, d, n_rep in [(3, 2, 7, 5, 3), (1, 4, 2, 8, 2), (2, 5, 1, 3, 5)]:
-            x = torch.randn(B, h_kv, L, d)
-            out = repeat_kv(x, n_rep)
-            check.shape(out, (B, h_kv * n_rep, L, d), f"repeat_kv(x of shape {(B, h_kv, L, d)}, {n_rep})")
-            expected = torch.stack([x[:, i // n_rep] for i in range(h_kv * n_rep)], dim=1)
-            check.close(out, expected, f"repeat_kv(x of shape {(B, h_kv, L, d)}, {n_rep})",
-                        mistakes={TILED: reference_repeat_kv(x, n_rep, tile=True)})
+            with check.case():
+                x = torch.randn(B, h_kv, L, d)
+                out = repeat_kv(x, n_rep)
+                check.shape(out, (B, h_kv * n_rep, L, d), f"repeat_kv(x of shape {(B, h_kv, L, d)}, {n_rep})")
+                expected = torch.stack([x[:, i // n_rep] for i in range(h_kv * n_rep)], dim=1)
+                check.close(out, expected, f"repeat_kv(x of shape {(B, h_kv, L, d)}, {n_rep})",
+                            mistakes={TILED: reference_repeat_kv(x, n_rep, tile=True)})
     with check("n_rep = 1 returns x's values unchanged (multi-head attention needs no copies)"):
         x = torch.randn(2, 4, 3, 5)
         check.close(repeat_kv(x, 1), x, "repeat_kv(x, 1)")

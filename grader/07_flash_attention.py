@@ -9,7 +9,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from utils.grading import TOLERANCE, CheckFailure, Mistake, peak_memory, standing_in
+from utils.grading import CheckFailure, Mistake, peak_memory, standing_in
 
 NOTEBOOK = "07_flash_attention"
 ONLINE = "3. Online softmax"
@@ -182,23 +182,19 @@ def reference_grads(q, k, v, grad_out, causal: bool, *, row_term: bool = True):
 # -- helpers -----------------------------------------------------------------------------------------------
 def _nearest(actual: Any, candidates: list[torch.Tensor]) -> torch.Tensor:
     """The candidate closest to `actual` (one catalogue entry standing for several ways to make a mistake)."""
-    best, best_diff = candidates[0], math.inf
+    best, best_diff = candidates[0], (math.inf, math.inf)
     if isinstance(actual, torch.Tensor):
+        a = actual.detach().double()
         for cand in candidates:
             if cand.shape == actual.shape and cand.dtype == actual.dtype:
-                diff = float((actual.detach().double() - cand.double()).abs().nan_to_num(nan=math.inf).max())
+                c = cand.double()
+                # entries that disagree first (-inf = -inf agrees, where a plain difference would be NaN), then by how much
+                apart = ~torch.isclose(a, c, rtol=1e-4, atol=1e-5, equal_nan=True)
+                gap = float((a - c).abs()[apart].nan_to_num(nan=math.inf).max()) if bool(apart.any()) else 0.0
+                diff = (int(apart.sum()), gap)
                 if diff < best_diff:
                     best, best_diff = cand, diff
     return best
-
-
-def _close(check: Any, actual: Any, expected: torch.Tensor, what: str,
-           wrong: Callable[[], dict[Mistake, torch.Tensor]] | None = None, **tolerance: float) -> None:
-    """check.close, computing the known wrong answers (slow: many small blockwise runs) only for a wrong answer."""
-    tol = {**TOLERANCE, **tolerance}
-    right = (isinstance(actual, torch.Tensor) and actual.shape == expected.shape and actual.dtype == expected.dtype
-             and torch.allclose(actual.detach(), expected, equal_nan=True, **tol))
-    check.close(actual, expected, what, mistakes=None if right or wrong is None else wrong(), **tolerance)
 
 
 def _pair(result: Any, what: str) -> tuple[Any, Any]:
@@ -220,7 +216,21 @@ def _flash_mistakes(actual: Any, q, k, v, bq, bk, causal, part: int) -> dict[Mis
         wrong[MAX_BEFORE_MASK] = run(max_before_mask=True)
     if part == 1:
         wrong[LSE_NO_MAX] = run(lse_max=False)
-    return wrong
+    return {m: t for m, t in ((m, _undefined_rows_as(actual, t)) for m, t in wrong.items()) if t is not None}
+
+
+def _undefined_rows_as(actual: Any, predicted: torch.Tensor) -> torch.Tensor | None:
+    """A mistake's prediction where it says nothing (rows it leaves without a single key: 0/0, log 0) filled with the
+    answer's own values: an implementation may put NaN, -inf or 0 there. A prediction that is mostly undefined
+    predicts nothing (None): it would match almost any answer."""
+    undefined = ~torch.isfinite(predicted)
+    if not bool(undefined.any()):
+        return predicted
+    if 2 * int(undefined.sum()) > predicted.numel():
+        return None
+    if isinstance(actual, torch.Tensor) and actual.shape == predicted.shape and actual.dtype == predicted.dtype:
+        return torch.where(undefined, actual.detach(), predicted)
+    return predicted
 
 
 def _kernel_peak(owner: Any, action: Callable[[], Any]) -> int:
@@ -293,14 +303,15 @@ def test_online_softmax(check, refs, online_softmax):
     x = refs["online_softmax.x"]
     for b in SOFTMAX_BLOCKS:
         with check(f"matches torch.softmax on hidden (3, 5, 23) inputs, block_size={b}", weight=2 if b == 4 else 1):
-            _close(check, online_softmax(x, b), refs["online_softmax.out"], f"online_softmax(x, {b})",
-                   lambda: _softmax_mistakes(x, b), atol=1e-6)
+            check.close(online_softmax(x, b), refs["online_softmax.out"], f"online_softmax(x, {b})",
+                        lambda: _softmax_mistakes(x, b), atol=1e-6)
     with check("fresh inputs: every block size from 1 to beyond the length, a max that arrives late"):
         x = torch.randn(2, 11) * 3
         x[1, -1] = 30.0
         for b in (1, 2, 3, 5, 10, 11, 12, 100):
-            _close(check, online_softmax(x, b), reference_softmax(x), f"online_softmax(x, {b})",
-                   lambda: _softmax_mistakes(x, b), atol=1e-6)
+            with check.case():
+                check.close(online_softmax(x, b), reference_softmax(x), f"online_softmax(x, {b})",
+                            lambda: _softmax_mistakes(x, b), atol=1e-6)
     with check("no overflow: scores around 1000 and -1000"):
         x = torch.randn(4, 9) + torch.tensor([[1000.0], [-1000.0], [0.0], [500.0]])
         check.close(online_softmax(x, 4), reference_softmax(x), "online_softmax(x, 4)", atol=1e-6)
@@ -324,12 +335,12 @@ def test_flash_attention(check, refs, flash_attention):
             (", causal" if causal else "")
         with check(f"output matches the reference: {label}", weight=2):
             out, _ = _pair(flash_attention(q, k, v, bq, bk, causal), "flash_attention")
-            _close(check, out, refs[f"flash.{name}.out"], "output",
-                   lambda: _flash_mistakes(out, q, k, v, bq, bk, causal, 0), atol=1e-5)
+            check.close(out, refs[f"flash.{name}.out"], "output",
+                        lambda: _flash_mistakes(out, q, k, v, bq, bk, causal, 0), atol=1e-5)
         with check(f"logsumexp matches torch.logsumexp of the scaled scores: {label}"):
             _, lse = _pair(flash_attention(q, k, v, bq, bk, causal), "flash_attention")
-            _close(check, lse, refs[f"flash.{name}.lse"], "logsumexp",
-                   lambda: _flash_mistakes(lse, q, k, v, bq, bk, causal, 1), atol=1e-5)
+            check.close(lse, refs[f"flash.{name}.lse"], "logsumexp",
+                        lambda: _flash_mistakes(lse, q, k, v, bq, bk, causal, 1), atol=1e-5)
     fresh = (  # (B, h, Lq, Lk, d, d_v), bq, bk, causal
         ((1, 2, 9, 9, 8, 8), 1, 1, False),
         ((1, 2, 9, 9, 8, 8), 1, 1, True),
@@ -346,9 +357,9 @@ def test_flash_attention(check, refs, flash_attention):
             q, k, v = torch.randn(B, h, Lq, d) * 2, torch.randn(B, h, Lk, d) * 2, torch.randn(B, h, Lk, dv)
             out, lse = _pair(flash_attention(q, k, v, bq, bk, causal), "flash_attention")
             exp_out, exp_lse = reference_attention(q, k, v, causal)
-            _close(check, out, exp_out, "output", lambda: _flash_mistakes(out, q, k, v, bq, bk, causal, 0), atol=1e-5)
-            _close(check, lse, exp_lse, "logsumexp", lambda: _flash_mistakes(lse, q, k, v, bq, bk, causal, 1),
-                   atol=1e-5)
+            check.close(out, exp_out, "output", lambda: _flash_mistakes(out, q, k, v, bq, bk, causal, 0), atol=1e-5)
+            check.close(lse, exp_lse, "logsumexp", lambda: _flash_mistakes(lse, q, k, v, bq, bk, causal, 1),
+                        atol=1e-5)
     with check("equals torch's F.scaled_dot_product_attention (3-D inputs, causal, non-divisible blocks)"):
         q, k, v = torch.randn(3, 23, 16), torch.randn(3, 23, 16), torch.randn(3, 23, 16)
         out, _ = _pair(flash_attention(q, k, v, 5, 7, True), "flash_attention")
@@ -367,8 +378,8 @@ def test_flash_attention(check, refs, flash_attention):
         k[..., 0] = 25.0 * torch.arange(L)  # each later key scores about 35 more: 3 keys ahead is 100+ above
         out, lse = _pair(flash_attention(q, k, v, 4, 4, True), "flash_attention")
         exp_out, exp_lse = reference_attention(q, k, v, True)
-        _close(check, out, exp_out, "output", lambda: _flash_mistakes(out, q, k, v, 4, 4, True, 0), atol=1e-4)
-        _close(check, lse, exp_lse, "logsumexp", lambda: _flash_mistakes(lse, q, k, v, 4, 4, True, 1), atol=1e-4)
+        check.close(out, exp_out, "output", lambda: _flash_mistakes(out, q, k, v, 4, 4, True, 0), atol=1e-4)
+        check.close(lse, exp_lse, "logsumexp", lambda: _flash_mistakes(lse, q, k, v, 4, 4, True, 1), atol=1e-4)
     with check("keeps the dtype: float64 in, float64 out (output and logsumexp)"):
         q, k, v = (torch.randn(2, 10, 8, dtype=torch.float64) for _ in range(3))
         out, lse = _pair(flash_attention(q, k, v, 3, 4, True), "flash_attention")
@@ -454,7 +465,7 @@ def _test_FlashAttentionFunction(check, refs, FlashAttentionFunction):
             wrong = reference_grads(q, k, v, grad, causal, row_term=False)
             for name, t, e, w in zip(("dq", "dk", "dv"), (q, k, v), expected, wrong):
                 check.true(t.grad is not None, f"{name} is None: backward must return a gradient for q, k and v.")
-                _close(check, t.grad, e, name, lambda: {NO_ROW_TERM: w}, atol=1e-4, rtol=1e-3)
+                check.close(t.grad, e, name, lambda: {NO_ROW_TERM: w}, atol=1e-4, rtol=1e-3)
     with check("backward recomputes blockwise: peak memory at Lq = Lk = 4096 (blocks of 512)", weight=2):
         N, d = 4096, 16
         q, k, v = (torch.randn(1, N, d).requires_grad_() for _ in range(3))
@@ -500,8 +511,8 @@ def test_flash_attention_triton(check, refs, flash_attention_triton):
                    weight=2 if shape[2] in (37, 40) else 1):
             q, k, v = torch.randn(*shape), torch.randn(*lead, Lk, d), torch.randn(*lead, Lk, d)
             out = flash_attention_triton(q, k, v, causal)
-            _close(check, out, reference_attention(q, k, v, causal)[0], "output",
-                   lambda: _triton_mistakes(out, q, k, v, causal), atol=1e-4, rtol=1e-3)
+            check.close(out, reference_attention(q, k, v, causal)[0], "output",
+                        lambda: _triton_mistakes(out, q, k, v, causal), atol=1e-4, rtol=1e-3)
     with check("a head size that is not a power of two (d = 24) and 3-D inputs (B, L, d)"):
         q, k, v = torch.randn(2, 33, 24), torch.randn(2, 33, 24), torch.randn(2, 33, 24)
         out = flash_attention_triton(q, k, v, True)

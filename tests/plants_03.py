@@ -101,3 +101,11 @@ DIAGNOSED = [
      "old": "    mask = mask.expand(-1, 1, Lq, Lk)  # (B, 1, Lq, Lk): the same keys for every query\n", "new": "",
      "exercise": "build_attention_mask", "diagnosis": "once broadcast"},
 ]
+
+# Mistakes that must lose points and be given no catalogue name; `feedback`, where given, must be in the feedback.
+UNNAMED = [
+    # The scores multiplied by the mask: forbidden keys score 0, not -inf, and keep weight in every row. Its fully
+    # masked rows are uniform, as a -1e9 fill's are, but its whole output is not a -1e9 fill's: no name.
+    {"cell": "masked_softmax", "old": _SOFTMAX_BODY, "new": "    return torch.softmax(scores * mask, dim=-1)\n",
+     "exercise": "masked_softmax", "feedback": "keys the mask forbids get weight"},
+]

@@ -135,7 +135,56 @@ def test_a_mistake_seen_by_several_checks_is_explained_once():
             check.close(wrong.clone(), torch.ones(2), mistakes={NO_SCALE: wrong})
     feedback = check.score().report["feedback"]
     assert feedback.count("scores grow with d_k") == 1
-    assert feedback.count("(the same known mistake, no scaling)") == 2
+    # the two repeats say the same thing, so they share one line
+    assert feedback.count("(the same known mistake, no scaling)") == 1
+    assert "[second] (and 1 more check) output differs" in feedback and len(feedback.splitlines()) == 2
+
+
+def test_a_mistake_is_named_only_if_no_comparison_that_offered_it_contradicts_it():
+    """softmax(scores * mask): its fully masked rows look like a -1e9 fill, its full output does not."""
+    fill = Mistake("-1e9 instead of -inf", "a finite fill", "Masks")
+    check = Checker("ex", points=2)
+    expected, like_fill, answer = torch.tensor([0.5, 0.5, 0.0]), torch.tensor([0.4, 0.4, 0.2]), torch.tensor([0.3, 0.3, 0.4])
+    with check("the whole output"):
+        check.close(answer, expected, mistakes={fill: like_fill})
+    with check("one row of it"):
+        check.true(False, "the empty row should be all zeros.", fill)
+    report = check.score().report
+    assert report["mistake"] is None and "known mistake" not in report["feedback"], report
+    assert "the empty row should be all zeros." in report["feedback"]
+
+    check = Checker("ex", points=2)  # the same answer as the mistake: named, once
+    with check("the whole output"):
+        check.close(like_fill, expected, mistakes={fill: like_fill})
+    with check("one row of it"):
+        check.true(False, "the empty row should be all zeros.", fill)
+    report = check.score().report
+    assert report["mistake"] == fill.name and report["feedback"].count("a finite fill") == 1
+
+
+def test_every_case_of_a_check_runs_and_a_mistake_must_explain_all_of_them():
+    """A causal mask without its diagonal equals the inverted one at L = 1 only: not "inverted polarity"."""
+    inverted = Mistake("inverted polarity", "True marks what to block", "Masks")
+    check = Checker("ex", points=1)
+    ran = []
+    with check("hidden sizes, smallest first"):
+        for L in (1, 4):
+            with check.case():
+                ran.append(L)
+                expected = torch.ones(L, L, dtype=torch.bool).tril()
+                check.close(torch.ones(L, L, dtype=torch.bool).tril(-1), expected, mistakes={inverted: ~expected})
+    report = check.score().report
+    assert ran == [1, 4] and not report["passed"]
+    assert report["mistake"] is None and "(1, 1)" not in report["feedback"], report
+    assert "differs from the expected values in 1 of 1 entries" in report["feedback"]  # the first failed case
+
+    check = Checker("ex", points=1)
+    with check("the truly inverted mask"):
+        for L in (1, 4):
+            with check.case():
+                expected = torch.ones(L, L, dtype=torch.bool).tril()
+                check.close(~expected, expected, mistakes={inverted: ~expected})
+    assert check.score().report["mistake"] == "inverted polarity"
 
 
 def test_identify_requires_matching_values_not_just_shape():

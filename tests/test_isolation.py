@@ -18,6 +18,22 @@ from .conftest import attn_check, by_id, planted_copy
 
 # (notebook, a catalogued bug planted in an earlier exercise, the later exercise that calls it and must not pay again)
 CASES = [
+    # attention_pool written with the learner's own softmax, and that softmax without the max shift
+    ("01_attention_intuition",
+     {"cell": "softmax", "old": "shifted = x - x.max(dim=dim, keepdim=True).values", "new": "shifted = x",
+      "exercise": "softmax", "also": [{"cell": "attention_pool", "old": "weights = torch.softmax(scores, dim=-1)",
+                                       "new": "weights = softmax(scores)"}]}, "attention_pool"),
+    # build_attention_mask written with the learner's own padding_mask and causal_mask, both upside down
+    ("03_masking",
+     {"cell": "padding_mask", "old": "positions[None, :] < lengths[:, None]", "new": "positions[None, :] >= lengths[:, None]",
+      "exercise": "padding_mask", "also": [
+          {"cell": "causal_mask", "old": ".tril()  # (L, L)", "new": ".triu()  # (L, L)"},
+          {"cell": "build_attention_mask",
+           "old": "    mask = j[None, None, None, :] < key_lengths[:, None, None, None]  # (B, 1, 1, Lk): real keys only\n",
+           "new": "    mask = padding_mask(key_lengths, Lk)[:, None, None, :]  # (B, 1, 1, Lk)\n"},
+          {"cell": "build_attention_mask", "old": "mask = mask & (j[None, :] <= i[:, None])",
+           "new": "mask = mask & causal_mask(max(Lq, Lk))[:Lq, :Lk]"}]},
+     "build_attention_mask"),
     ("02_scaled_dot_product_attention",
      {"cell": "scaled_dot_product_attention", "old": "scores = (q / math.sqrt(d_k)) @ k.transpose(-2, -1)",
       "new": "scores = q @ k.transpose(-2, -1)", "exercise": "scaled_dot_product_attention"}, "SelfAttention"),
@@ -55,10 +71,12 @@ def _visible_checks(assignment: str, exercise: str) -> list[re.Pattern]:
 
 @pytest.mark.parametrize("assignment, plant, spared", CASES, ids=[f"{a[:2]}-{p['exercise']}-{s}" for a, p, s in CASES])
 def test_a_bug_costs_points_once(assignment, plant, spared, tmp_path):
-    result = by_id(attn_check(planted_copy(assignment, [plant], tmp_path)))
+    result = by_id(attn_check(planted_copy(assignment, [plant, *plant.get("also", [])], tmp_path)))
     buggy, later = result[plant["exercise"]], result[spared]
     assert buggy["score"] < buggy["max_score"], buggy
     failed = set(re.findall(r"^\[(.+?)\] ", later["feedback"], re.M)) if later["score"] < later["max_score"] else set()
+    # Checks that failed with one message share a line, "[first] (and N more checks) ...": the others are unnamed.
+    failed |= {f"{n} more" for n in re.findall(r"^\[.+?\] \(and (\d+) more checks?\)", later["feedback"], re.M)}
     visible = _visible_checks(assignment, spared)
     hidden_failures = {name for name in failed if not any(p.fullmatch(name) for p in visible)}
     assert not hidden_failures, f"{spared}'s hidden checks charged {plant['exercise']}'s bug again: {later['feedback']}"
@@ -124,3 +142,4 @@ def test_standing_in_in_process_replaces_what_the_code_reads_and_puts_it_back():
     with pytest.raises(ZeroDivisionError), standing_in(_UsesDouble, _double=lambda x: x):
         1 / 0
     assert _uses_double(1) == 3  # restored after an exception too
+

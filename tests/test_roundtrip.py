@@ -71,6 +71,7 @@ def test_a_mistake_nothing_explains_gets_no_name(assignment, plant, tmp_path):
     ex = by_id(attn_check(planted_copy(assignment, [plant], tmp_path)))[plant["exercise"]]
     assert ex["score"] < ex["max_score"], ex
     assert ex["mistake"] is None and "This matches a known mistake" not in ex["feedback"], ex["feedback"]
+    assert plant.get("feedback", "") in ex["feedback"], ex["feedback"]
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)

@@ -349,6 +349,8 @@ def _result(exercise: str, points: float, checker: Checker | None, override: str
         value = round(min(max(value, 0.0), points), 2)
         return {"id": exercise, "score": value, "max_score": points, "passed": value == points,
                 "feedback": report["feedback"], "mistake": report["mistake"], "checks": report["checks"]}
+    if checker is not None:
+        checker._settle()
     checks = [] if checker is None else [
         {"name": r.name, "passed": r.passed, "hidden": r.hidden, "message": r.message} for r in checker.results]
     return {"id": exercise, "score": 0.0, "max_score": points, "passed": False,

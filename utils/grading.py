@@ -70,14 +70,28 @@ class Mistake:
 
 
 class CheckFailure(AssertionError):
-    """A check failed; the message says what was wrong and, when known, which mistake it matches."""
+    """A check failed; the message says what was wrong and, when known, which mistake it matches.
 
-    def __init__(self, message: str, mistake: Mistake | None = None) -> None:
+    `candidates` are the catalogued mistakes the failing answer reproduced, in the catalogue's order (`mistake`
+    alone is one candidate); `diagnosis` is the generic one, for when no candidate survives. Which name the learner
+    finally reads is settled when the exercise is scored: a candidate that another comparison of the exercise
+    offered and the answer did not reproduce is dropped (see `Checker.score`).
+    """
+
+    def __init__(self, message: str, mistake: Mistake | None = None, *,
+                 candidates: tuple[Mistake, ...] | None = None, diagnosis: str | None = None) -> None:
         self.detail = message  # what was wrong, without the mistake's explanation
-        if mistake is not None:
-            message = f"{message} {mistake.describe()}"
-        super().__init__(message)
-        self.mistake = mistake
+        self.candidates = tuple(candidates) if candidates is not None else ((mistake,) if mistake else ())
+        self.diagnosis = diagnosis
+        self.mistake = self.candidates[0] if self.candidates else None
+        super().__init__(_explained(message, self.mistake, diagnosis))
+
+
+def _explained(detail: str, mistake: Mistake | None, diagnosis: str | None) -> str:
+    """A failure's message: what was wrong, then the known mistake it matches or else the generic diagnosis."""
+    if mistake is not None:
+        return f"{detail} {mistake.describe()}"
+    return f"{detail} Diagnosis: {diagnosis}" if diagnosis else detail
 
 
 class CheckTimeout(Exception):
@@ -94,6 +108,7 @@ class CheckResult:
     passed: bool = False
     message: str = ""
     mistake: Mistake | None = None
+    failure: CheckFailure | None = None  # a failed comparison, whose name is settled when the exercise is scored
 
 
 class Score(float):
@@ -190,12 +205,16 @@ class Checker:
         self._hidden = False
         self._graded = False
         self._timed_out = False
+        # Every comparison that offered catalogued mistakes: (those offered, those the answer reproduced).
+        self._evidence: list[tuple[frozenset[Mistake], frozenset[Mistake]]] = []
+        self._pending: CheckFailure | None = None  # the first failed case of the running check
 
     # -- running checks -------------------------------------------------------------------
     @contextlib.contextmanager
     def __call__(self, name: str, weight: float = 1.0) -> Iterator[None]:
         """Run the body as one check named `name`; any exception fails this check only."""
         result = CheckResult(name=name, weight=weight, hidden=self._hidden)
+        self._pending = None
         try:
             limit = AFTER_TIMEOUT_S if self._timed_out else CHECK_TIME_LIMIT_S
             with self._check_limit(limit), torch.random.fork_rng(devices=[]):
@@ -204,6 +223,8 @@ class Checker:
                     warnings.simplefilter("always")
                     torch.manual_seed(self._check_seed(len(self.results)))
                     yield
+                    if self._pending is not None:  # a case failed and the others ran: the check fails with it
+                        raise self._pending
             result.passed = True
             if caught:
                 result.message = f"passed, with a warning worth reading: {caught[0].message}"
@@ -212,12 +233,9 @@ class Checker:
             detail = f": {exc}" if str(exc) else ""
             result.message = f"not implemented yet{detail} — replace `raise NotImplementedError()` with your code."
         except CheckFailure as exc:
+            result.failure = exc
             result.mistake = exc.mistake
-            if exc.mistake is not None and any(r.mistake == exc.mistake for r in self.results):
-                # Explained once per exercise: the feedback should read as advice, not as a wall of repeats.
-                result.message = f"{exc.detail} (the same known mistake, {exc.mistake.name})"
-            else:
-                result.message = str(exc)
+            result.message = str(exc)  # provisional: `_settle` words it once the whole exercise has run
         except CheckTimeout:
             self._timed_out = True
             result.message = (
@@ -235,7 +253,29 @@ class Checker:
             kind = getattr(exc, "learner_type", type(exc).__name__)
             text = str(exc).removeprefix(f"{kind}: ")
             result.message = f"your code raised {kind}: {text}{_where(exc)}"
+        finally:
+            self._pending = None
         self.results.append(result)
+
+    @contextlib.contextmanager
+    def case(self) -> Iterator[None]:
+        """One input of a check that tries several: a failed comparison here is kept and the next input still runs.
+
+        The check then fails with its first failed case, and every case's comparisons count as evidence, so a
+        catalogued mistake is named only when the answer reproduces it on every input the check tried::
+
+            with check("matches the reference on hidden sizes"):
+                for L in (13, 7, 1):
+                    with check.case():
+                        check.close(causal_mask(L), expected[L], mistakes={...})
+
+        Anything but a failed comparison (the learner's exception, a time-out) still ends the check at once.
+        """
+        try:
+            yield
+        except CheckFailure as exc:
+            if self._pending is None:
+                self._pending = exc
 
     # Live, in the learner's kernel: every rerun sees the same inputs, and an alarm stops an endless loop.
     # While grading (utils.checking.GradingChecker) the seeds are secret and the grader's deadline rules.
@@ -261,26 +301,35 @@ class Checker:
         actual: Any,
         expected: torch.Tensor,
         what: str = "output",
-        mistakes: Mapping[Mistake, torch.Tensor] | None = None,
+        mistakes: Mapping[Mistake, torch.Tensor] | Callable[[], Mapping[Mistake, torch.Tensor]] | None = None,
         **tolerance: float,
     ) -> None:
-        """Fail unless `actual` is a tensor of `expected`'s shape whose values match within tolerance."""
+        """Fail unless `actual` is a tensor of `expected`'s shape whose values match within tolerance.
+
+        `mistakes` maps catalogued mistakes to the output each would give here; a wrong answer that reproduces one
+        is named. Pass a function that returns the mapping when computing it is slow: it is called only for a
+        wrong answer.
+        """
         tol = {**TOLERANCE, **tolerance}
         if isinstance(actual, tuple) and len(actual) == 2 and isinstance(actual[0], torch.Tensor):
             raise CheckFailure(f"{what} should be a single tensor, got a tuple of two — return only the {what}.")
         if not isinstance(actual, torch.Tensor):
             raise CheckFailure(f"{what} should be a torch.Tensor, got {type_name(actual)}.")
         actual = actual.detach()
-        mistake = identify(actual, mistakes or {}, **tol)
+        if callable(mistakes):
+            right = (actual.shape == expected.shape and actual.dtype == expected.dtype
+                     and bool(torch.isclose(actual, expected, rtol=tol["rtol"], atol=tol["atol"], equal_nan=True).all()))
+            mistakes = None if right else mistakes()
+        offered = dict(mistakes or {})
+        matched = tuple(m for m in offered if identify(actual, {m: offered[m]}, **tol))
+        if offered:
+            self._evidence.append((frozenset(offered), frozenset(matched)))
 
         def fail(message: str) -> None:
-            # No catalogued mistake matches: say what simple transformation of the right answer it is, if one
-            # explains all of it (utils.diagnose never quotes an expected value).
-            if mistake is None:
-                found = diagnose(actual, expected, rtol=tol["rtol"], atol=tol["atol"])
-                if found:
-                    message = f"{message} Diagnosis: {found}"
-            raise CheckFailure(message, mistake)
+            # The generic diagnosis (utils.diagnose never quotes an expected value) is what the learner reads when
+            # no catalogued mistake survives: none matched here, or another comparison ruled out those that did.
+            found = diagnose(actual, expected, rtol=tol["rtol"], atol=tol["atol"])
+            raise CheckFailure(message, candidates=matched, diagnosis=found)
 
         if actual.shape != expected.shape:
             fail(f"{what} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}.")
@@ -316,8 +365,32 @@ class Checker:
             raise CheckFailure(message, mistake)
 
     # -- the result ----------------------------------------------------------------------
+    def _settle(self) -> None:
+        """Name each failed check's mistake now that every comparison of the exercise has run.
+
+        A wrong name is worse than none: a catalogued mistake is named only if no comparison that offered it found
+        an answer it does not explain. So `softmax(scores * mask)`, whose fully masked rows happen to look like a
+        `-1e9` fill, is not called that once the full output was compared with what a `-1e9` fill gives. A known
+        mistake is explained once per exercise and referred to after that.
+        """
+        refuted = {m for offered, matched in self._evidence for m in offered - matched}
+        named: set[Mistake] = set()
+        for r in self.results:
+            if r.passed or r.failure is None:
+                continue
+            exc = r.failure
+            r.mistake = next((m for m in exc.candidates if m not in refuted), None)
+            if r.mistake is not None and r.mistake in named:
+                # Explained once per exercise: the feedback should read as advice, not as a wall of repeats.
+                r.message = f"{exc.detail} (the same known mistake, {r.mistake.name})"
+            else:
+                r.message = _explained(exc.detail, r.mistake, exc.diagnosis)
+            if r.mistake is not None:
+                named.add(r.mistake)
+
     def score(self) -> Score:
         """The points earned, as a float nbgrader reads and a report JupyterLab shows."""
+        self._settle()
         total = sum(r.weight for r in self.results)
         earned = sum(r.weight for r in self.results if r.passed)
         value = 0.0 if self.not_implemented or total == 0 else round(self.points * earned / total, 2)
@@ -328,7 +401,7 @@ class Checker:
         elif self.not_implemented:
             feedback = "not implemented yet — replace `raise NotImplementedError()` with your code, then rerun this cell."
         elif failed:
-            feedback = "\n".join(f"[{r.name}] {r.message}" for r in failed)  # one failed check per line
+            feedback = _one_line_each(failed)
         else:
             feedback = f"all {len(self.results)} checks passed."
         report = {
@@ -352,6 +425,19 @@ class Checker:
         if os.environ.get("NBGRADER_VALIDATING") and not report["passed"]:
             print(f"{report['id']}: {report['score']:g} / {report['max_score']:g} points\n{report['feedback']}",
                   file=sys.stderr)
+
+
+def _one_line_each(failed: list[CheckResult]) -> str:
+    """One line per failed check; checks that failed with the same message (a name undefined because its cell has a
+    SyntaxError fails all of them) share one line instead of repeating it."""
+    groups: dict[str, list[str]] = {}
+    for r in failed:
+        groups.setdefault(r.message, []).append(r.name)
+    lines = []
+    for message, names in groups.items():
+        more = f" (and {len(names) - 1} more check{'s' if len(names) > 2 else ''})" if len(names) > 1 else ""
+        lines.append(f"[{names[0]}]{more} {message}")
+    return "\n".join(lines)
 
 
 _SKIPPED_FOR: set[str] = set()
