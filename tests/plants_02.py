@@ -66,6 +66,11 @@ VARIANTS = [
 
 # Mistakes the catalogue does not know: the generic diagnosis (utils/diagnose.py) must say what they are.
 DIAGNOSED = [
+    # dropout on the attention weights "as in training" (section 5 shows it), with F.dropout's default training=True:
+    # every call is random. Asked again with the same inputs, the answer changes.
+    {"cell": "scaled_dot_product_attention", "old": "weights = torch.softmax(scores, dim=-1)",
+     "new": "weights = torch.nn.functional.dropout(torch.softmax(scores, dim=-1), p=0.1)",
+     "exercise": "scaled_dot_product_attention", "diagnosis": "changes from one call to the next with the same inputs"},
     {"cell": "scaled_dot_product_attention", "old": "return weights @ v, weights",
      "new": "return weights @ v, weights.transpose(-2, -1)",
      "exercise": "scaled_dot_product_attention", "diagnosis": "axes"},

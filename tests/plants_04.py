@@ -49,6 +49,10 @@ VARIANTS = [
 # Mistakes the catalogue does not know: the generic diagnosis (utils/diagnose.py) must say what they are.
 # Each is planted alone; the exercise loses points, no catalogued mistake is named, `diagnosis` is in its feedback.
 DIAGNOSED = [
+    # dropout on the weights with F.dropout in a module that has no dropout: random on every call
+    {"cell": "MultiHeadAttention", "old": "weights = torch.softmax(scores, dim=-1)",
+     "new": "weights = nn.functional.dropout(torch.softmax(scores, dim=-1), p=0.1)",
+     "exercise": "MultiHeadAttention", "diagnosis": "changes from one call to the next with the same inputs"},
     {"cell": "split_heads", "old": "x.view(B, L, num_heads, D // num_heads).transpose(1, 2)",
      "new": "x.view(B, L, num_heads, D // num_heads)",
      "exercise": "split_heads", "diagnosis": "axes in another order"},

@@ -60,6 +60,10 @@ MISTAKES = [
 # Mistakes outside the catalogue: grading must lose points, name no catalogued mistake, and give the generic
 # diagnosis (utils.diagnose) that contains `diagnosis`.
 DIAGNOSED = [
+    # F.dropout with the layer's rate but without training=self.training: still random after .eval()
+    {"cell": "EncoderLayer", "old": "return x + self.dropout(self.linear2(self.dropout(F.relu(self.linear1(h)))))",
+     "new": "return x + F.dropout(self.linear2(self.dropout(F.relu(self.linear1(h)))), p=self.dropout.p)",
+     "exercise": "EncoderLayer", "diagnosis": "changes from one call to the next with the same inputs"},
     {"cell": "decoder_mask", "old": "return causal[None, None] & keys[:, None, None, :]",
      "new": "return (causal[None, None] & keys[:, None, None, :]).transpose(-1, -2)",
      "exercise": "decoder_mask", "diagnosis": "transposed"},

@@ -45,6 +45,23 @@ def fail():
 
 def big(n):
     return torch.ones(n, n).sum()
+
+def noisy(x):
+    return torch.nn.functional.dropout(x, 0.5)  # training=True by default: random on every call
+
+class Noisy(nn.Module):
+    def __init__(self, p):
+        super().__init__()
+        self.drop = nn.Dropout(p)
+    def forward(self, x):
+        return self.drop(x) + torch.rand(()) * (not self.training)
+
+class Cache:
+    def __init__(self):
+        self.k = torch.zeros(0)
+    def update(self, k):
+        self.k = torch.cat([self.k, k])
+        return self.k
 '''
 
 
@@ -151,3 +168,51 @@ def test_test_cell_names_and_definition_cells():
     assert free_names("check = Checker('x', 1)\nwith check('a'):\n    y = softmax(x0)\n") == {"Checker", "softmax", "x0"}
     assert is_definition("import torch\ndef f():\n    pass\nclass A:\n    pass\n")
     assert not is_definition("x = f()") and not is_definition("def f(:")
+
+
+@pytest.fixture
+def fresh_worker():
+    """A worker of its own: the tests above end theirs on purpose (a loop, an exit)."""
+    zygote = Zygote(nbs.ROOT, [])
+    w = Worker(zygote)
+    reply, _ = w._exchange({"op": "run_cell", "source": LEARNER, "name": "learner"}, None, None)
+    assert reply["ok"], reply
+    yield w
+    w.kill()
+    zygote.close()
+
+
+def test_a_result_that_varies_between_identical_calls_is_found_and_a_deterministic_one_is_not(fresh_worker):
+    worker = fresh_worker
+    x = torch.ones(200)
+    out = remote(worker, "noisy")(x)
+    assert 0 < worker.varies(out) <= 200
+    assert worker.varies(remote(worker, "double")(x)) == 0
+    assert worker.varies(torch.ones(3)) is None  # not the result of a recent call
+
+
+def test_only_calls_that_must_be_deterministic_are_made_again(fresh_worker):
+    worker = fresh_worker
+    x = torch.ones(200)
+    module = remote(worker, "Noisy")(0.5)
+    assert worker.varies(module(x)) is None  # train mode with dropout: random, rightly; not asked again
+    module.eval()
+    assert worker.varies(module(x)) > 0  # eval mode: must be deterministic, and is not
+    cache = remote(worker, "Cache")()
+    first = cache.update(torch.ones(2))
+    assert worker.varies(first) is None and tuple(cache.k.shape) == (2,)  # a method is never called twice
+
+
+def test_the_checker_diagnoses_a_random_output_while_grading(fresh_worker):
+    worker = fresh_worker
+    from utils.checking import GradingChecker
+
+    check = GradingChecker("noisy", 1, seed=0, hidden=None, worker=worker, started=0.0)
+    x = torch.randn(50)
+    with check("deterministic"):
+        check.close(remote(worker, "noisy")(x), x, "output")
+    with check("only wrong"):
+        check.close(remote(worker, "double")(x), x, "output")
+    messages = [c["message"] for c in check.score().report["checks"]]
+    assert "changes from one call to the next with the same inputs" in messages[0]
+    assert "changes from one call" not in messages[1] and "multiplied by 2" in messages[1]

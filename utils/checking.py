@@ -169,6 +169,19 @@ class GradingChecker(Checker):
     def set_time_limit(self, seconds: float) -> None:
         self._worker.deadline = self._started + seconds
 
+    def _varies(self, returned: torch.Tensor) -> str | None:
+        try:
+            changed = self._worker.varies(returned)
+        except Exception:  # noqa: BLE001 - asking again is a courtesy: its own failure says nothing (a lost worker is
+            return None  # a BaseException, and goes on up)
+        if not changed:
+            return None
+        return (f"your output changes from one call to the next with the same inputs ({changed} of "
+                f"{returned.numel()} entries differed when the same call was made again): something random runs "
+                f"where the result must be deterministic — dropout where none belongs or in eval mode (an nn.Dropout "
+                f"module follows .eval(); F.dropout needs training=self.training), or torch.rand/randn in the "
+                f"computation.")
+
     def hidden(self, notebook: str, *objects: Any) -> None:
         if self._preloaded is None:
             raise KeyError(f"no hidden tests were loaded for {notebook}")
