@@ -143,3 +143,31 @@ def test_standing_in_in_process_replaces_what_the_code_reads_and_puts_it_back():
         1 / 0
     assert _uses_double(1) == 3  # restored after an exception too
 
+
+def _uses_missing(x):
+    return _never_defined(x) + 1  # noqa: F821 - the cell that defines it "has a SyntaxError"
+
+
+def test_a_part_that_is_not_defined_is_stood_in_for_and_removed_again():
+    from utils.grading import standing_in
+
+    with standing_in(_uses_missing, _never_defined=lambda x: 2 * x):
+        assert _uses_missing(1) == 3
+    assert "_never_defined" not in globals()
+    with pytest.raises(NameError):
+        _uses_missing(1)
+
+
+def test_a_syntax_error_costs_its_own_exercise_and_is_reported_as_one(tmp_path):
+    """softmax's cell does not compile; attention_pool calls softmax: its hidden checks still pass."""
+    edits = [{"cell": "softmax", "old": "e = torch.exp(shifted)", "new": "e = torch.exp(shifted"},
+             {"cell": "attention_pool", "old": "weights = torch.softmax(scores, dim=-1)", "new": "weights = softmax(scores)"}]
+    result = by_id(attn_check(planted_copy("01_attention_intuition", edits, tmp_path)))
+    softmax, pool = result["softmax"], result["attention_pool"]
+    assert softmax["score"] == 0 and "its cell has a SyntaxError on line 5" in softmax["feedback"], softmax
+    assert len(softmax["feedback"].splitlines()) == 1, "the same message for every check: one line"
+    visible = _visible_checks("01_attention_intuition", "attention_pool")
+    failed = re.findall(r"^\[(.+?)\] ", pool["feedback"], re.M)
+    assert failed and all(any(p.fullmatch(name) for p in visible) for name in failed), pool["feedback"]
+    assert "SyntaxError" in pool["feedback"] and 0 < pool["score"] < pool["max_score"], pool
+    assert result["additive_scores"]["passed"], result

@@ -478,7 +478,8 @@ def standing_in(obj: Any, **parts: Callable[..., Any]) -> Iterator[None]:
     (a function's, or the methods' of a class or instance) are the grader's implementations; afterwards the
     learner's are back. While grading, `obj` lives in the learner's process: there the names become stand-ins
     that send their arguments to the grader and return its answer, so no grader code enters that process. A
-    name the learner's code does not read is left alone, and code that inlined the part keeps its own.
+    name the learner's code does not read is left alone, and code that inlined the part keeps its own; a name it
+    reads that is not defined (the cell defining it has a SyntaxError) is stood in for as well, and removed again.
     """
     from .remote import RemoteObject
 
@@ -486,19 +487,23 @@ def standing_in(obj: Any, **parts: Callable[..., Any]) -> Iterator[None]:
         with obj._attn_worker.standing_in(obj._attn_ref, parts):
             yield
         return
-    from .worker import _namespaces
+    from .worker import _ABSENT, _global_reads, _namespaces
 
     saved = []
+    reads = _global_reads(obj)  # a name read but undefined (its cell has a SyntaxError) is stood in for too
     for namespace in _namespaces(obj):
         for name, part in parts.items():
-            if name in namespace:
-                saved.append((namespace, name, namespace[name]))
+            if name in namespace or name in reads:
+                saved.append((namespace, name, namespace.get(name, _ABSENT)))
                 namespace[name] = part
     try:
         yield
     finally:
         for namespace, name, original in reversed(saved):
-            namespace[name] = original
+            if original is _ABSENT:
+                namespace.pop(name, None)
+            else:
+                namespace[name] = original
 
 
 def type_name(obj: Any) -> str:

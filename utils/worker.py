@@ -254,10 +254,14 @@ class Worker:
         names = self.decode(msg.get("names"), {}, [])
         names = [n for n in names if isinstance(n, str)][:20] if isinstance(names, list) else []
         replaced = []
+        # A name the code reads but that is not defined (its cell has a SyntaxError) gets a stand-in too: the bug
+        # costs points in its own exercise, not a NameError in every one that calls it.
+        reads = _global_reads(target)
         for namespace in _namespaces(target):
             for name in names:
-                if name in namespace and not any(ns is namespace and n == name for ns, n, _ in self.substituted):
-                    self.substituted.append((namespace, name, namespace[name]))
+                if (name in namespace or name in reads) and not any(
+                        ns is namespace and n == name for ns, n, _ in self.substituted):
+                    self.substituted.append((namespace, name, namespace.get(name, _ABSENT)))
                     namespace[name] = self._stand_in(name)
                     replaced.append(name)
         return self.reply_value(sorted(set(replaced)))
@@ -265,7 +269,10 @@ class Worker:
     def restore(self, msg: dict[str, Any], _: dict) -> tuple[dict, dict]:
         while self.substituted:
             namespace, name, original = self.substituted.pop()
-            namespace[name] = original
+            if original is _ABSENT:
+                namespace.pop(name, None)
+            else:
+                namespace[name] = original
         return {"ok": True}, {}
 
     def _stand_in(self, name: str) -> Any:
@@ -294,8 +301,31 @@ class Worker:
         return self.decode(reply.get("value"), payload, [])
 
 
+_ABSENT = object()  # a global that was not defined before a stand-in took its name
+
+
 def _namespaces(target: Any) -> list[dict[str, Any]]:
     """The global namespaces that `target`'s own Python code reads (a function's, or a class's methods')."""
+    namespaces: list[dict[str, Any]] = []
+    for fn in _functions(target):
+        if not any(fn.__globals__ is ns for ns in namespaces):
+            namespaces.append(fn.__globals__)
+    return namespaces
+
+
+def _global_reads(target: Any) -> set[str]:
+    """The names `target`'s code may look up as globals (nested functions and comprehensions included)."""
+    names: set[str] = set()
+    codes = [fn.__code__ for fn in _functions(target)]
+    while codes:
+        code = codes.pop()
+        names.update(code.co_names)
+        codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    return names
+
+
+def _functions(target: Any) -> list[types.FunctionType]:
+    """The Python functions that make up `target`: itself, or a class's (and its bases') methods."""
     functions = []
     if isinstance(target, types.FunctionType):
         functions.append(target)
@@ -311,11 +341,7 @@ def _namespaces(target: Any) -> list[dict[str, Any]]:
                     value = value.fget
                 if isinstance(value, types.FunctionType):
                     functions.append(value)
-    namespaces: list[dict[str, Any]] = []
-    for fn in functions:
-        if not any(fn.__globals__ is ns for ns in namespaces):
-            namespaces.append(fn.__globals__)
-    return namespaces
+    return functions
 
 
 def _close_figures() -> None:
