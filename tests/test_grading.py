@@ -111,6 +111,16 @@ def test_close_explains_each_kind_of_wrong_answer(actual, fragment):
     assert fragment in str(info.value)
 
 
+def test_a_wrong_scalar_is_shown_as_a_number_not_a_crash():
+    """The teacher's review: formatting a 0-d tensor raised TypeError inside the grader, blamed on the test line."""
+    check = Checker("ex", points=1)
+    with check("sum of the weights"):
+        check.close(torch.tensor(0.75), torch.tensor(1.0), "sum of the weights")
+    message = check.score().report["checks"][0]["message"]
+    assert message == ("sum of the weights differs from the expected values in 1 of 1 entries (largest difference "
+                       "0.25). Got 0.75, expected 1.0."), message
+
+
 def test_close_compares_boolean_masks_and_counts_wrong_entries():
     check = Checker("ex", points=1)
     with pytest.raises(CheckFailure, match="differs from the expected values in 1 of 4 entries"):
