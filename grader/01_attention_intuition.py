@@ -153,6 +153,11 @@ def test_softmax(check, refs, softmax):
         x = 1000.0 + torch.randn(3, 6)
         out = softmax(x)
         check.close(out, torch.softmax(x, dim=-1), "softmax of scores near 1000", mistakes={NO_MAX: _naive_softmax(x)})
+    with check("each row is made stable on its own: rows around 0, 300, -300 and 1000 in one batch", weight=3):
+        x = torch.randn(4, 8) + torch.tensor([[0.0], [300.0], [-300.0], [1000.0]])
+        out = softmax(x)
+        check.close(out, torch.softmax(x, dim=-1), "softmax of rows at very different scales",
+                    mistakes={NO_MAX: _naive_softmax(x)}, atol=1e-5)
     with check("shift invariance: softmax(x + c) == softmax(x) for a different large c in every row", weight=2):
         x = torch.randn(4, 7)
         c = 200.0 + 800.0 * torch.rand(4, 1)

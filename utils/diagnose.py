@@ -124,8 +124,8 @@ def _diagnose_nonfinite(ad: torch.Tensor) -> str:
         full = bool((bad.reshape(-1, ad.shape[-1]).all(-1) == rows).all())
         extent = "whole rows" if full else "some entries of them"
         return (f"your output has {kind} in {where}, {extent}, where every expected value is finite: look for a row "
-                f"with nothing to attend to (softmax of all -inf is 0/0), an exp that overflows, or a division by a "
-                f"sum that can be 0.")
+                f"with nothing to attend to (softmax of all -inf is 0/0), an exp that overflows, or one that underflows "
+                f"to 0 across a whole row (a max taken over more than that row?) before a division by the sum.")
     return (f"your output has {kind} at {int(bad.sum())} of {ad.numel()} positions ({_positions(bad)}) where every "
             f"expected value is finite: look for an exp that overflows or a division by 0.")
 
