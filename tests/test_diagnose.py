@@ -65,6 +65,12 @@ def test_constant_factor_is_named(x, factor, name):
     assert "multiplied by" in message and name in message
 
 
+def test_a_factor_no_one_writes_points_to_a_normalising_sum(x):
+    message = diagnose(x * 1.043, x)
+    assert "about 1.043" in message and "normalising sum" in message and "√d_k" not in message
+    assert "normalising sum" not in diagnose(x * 8, x)
+
+
 def test_constant_shift(x):
     assert "plus a constant 0.5" in diagnose(x + 0.5, x)
 

@@ -226,7 +226,11 @@ def _scaled(ad, ed, close) -> str | None:
     c = float((ad * ed).sum()) / norm
     if not math.isfinite(c) or abs(c - 1.0) < 1e-3 or abs(c) < 1e-12 or not close(ad, c * ed):
         return None
-    return (f"your output is the expected one multiplied by {_factor_name(c)} everywhere: look for a scale factor "
+    name = _factor_name(c)
+    if name.startswith("about"):  # no constant a learner writes: more likely a sum that divides everything
+        return (f"your output is the expected one multiplied by {name} everywhere: look for a normalising sum that "
+                f"misses or double-counts some terms, or a scale factor applied in the wrong place.")
+    return (f"your output is the expected one multiplied by {name} everywhere: look for a scale factor "
             f"that is missing, applied twice or inverted (√d_k? a sign?).")
 
 
