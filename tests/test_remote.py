@@ -65,8 +65,8 @@ class Cache:
 '''
 
 
-@pytest.fixture(scope="module")
-def worker():
+def _learner_worker():
+    """A worker that has run LEARNER's cell; closed when the generator is."""
     zygote = Zygote(nbs.ROOT, [])
     w = Worker(zygote)
     reply, _ = w._exchange({"op": "run_cell", "source": LEARNER, "name": "learner"}, None, None)
@@ -74,6 +74,11 @@ def worker():
     yield w
     w.kill()
     zygote.close()
+
+
+@pytest.fixture(scope="module")
+def worker():
+    yield from _learner_worker()
 
 
 def remote(w, name):
@@ -173,13 +178,7 @@ def test_test_cell_names_and_definition_cells():
 @pytest.fixture
 def fresh_worker():
     """A worker of its own: the tests above end theirs on purpose (a loop, an exit)."""
-    zygote = Zygote(nbs.ROOT, [])
-    w = Worker(zygote)
-    reply, _ = w._exchange({"op": "run_cell", "source": LEARNER, "name": "learner"}, None, None)
-    assert reply["ok"], reply
-    yield w
-    w.kill()
-    zygote.close()
+    yield from _learner_worker()
 
 
 def test_a_result_that_varies_between_identical_calls_is_found_and_a_deterministic_one_is_not(fresh_worker):
