@@ -75,7 +75,7 @@ class CheckFailure(AssertionError):
     `candidates` are the catalogued mistakes the failing answer reproduced, in the catalogue's order (`mistake`
     alone is one candidate); `diagnosis` is the generic one, for when no candidate survives. Which name the learner
     finally reads is settled when the exercise is scored: a candidate that another comparison of the exercise
-    offered and the answer did not reproduce is dropped (see `Checker.score`).
+    offered and the answer did not reproduce is dropped (see `Checker._settle`).
     """
 
     def __init__(self, message: str, mistake: Mistake | None = None, *,
@@ -487,23 +487,13 @@ def standing_in(obj: Any, **parts: Callable[..., Any]) -> Iterator[None]:
         with obj._attn_worker.standing_in(obj._attn_ref, parts):
             yield
         return
-    from .worker import _ABSENT, _global_reads, _namespaces
+    from .worker import put_back, replace_globals
 
-    saved = []
-    reads = _global_reads(obj)  # a name read but undefined (its cell has a SyntaxError) is stood in for too
-    for namespace in _namespaces(obj):
-        for name, part in parts.items():
-            if name in namespace or name in reads:
-                saved.append((namespace, name, namespace.get(name, _ABSENT)))
-                namespace[name] = part
+    saved = replace_globals(obj, parts)
     try:
         yield
     finally:
-        for namespace, name, original in reversed(saved):
-            if original is _ABSENT:
-                namespace.pop(name, None)
-            else:
-                namespace[name] = original
+        put_back(saved)
 
 
 def type_name(obj: Any) -> str:

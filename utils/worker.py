@@ -253,26 +253,15 @@ class Worker:
         target = self.resolve(msg.get("ref"))
         names = self.decode(msg.get("names"), {}, [])
         names = [n for n in names if isinstance(n, str)][:20] if isinstance(names, list) else []
-        replaced = []
-        # A name the code reads but that is not defined (its cell has a SyntaxError) gets a stand-in too: the bug
-        # costs points in its own exercise, not a NameError in every one that calls it.
-        reads = _global_reads(target)
-        for namespace in _namespaces(target):
-            for name in names:
-                if (name in namespace or name in reads) and not any(
-                        ns is namespace and n == name for ns, n, _ in self.substituted):
-                    self.substituted.append((namespace, name, namespace.get(name, _ABSENT)))
-                    namespace[name] = self._stand_in(name)
-                    replaced.append(name)
-        return self.reply_value(sorted(set(replaced)))
+        taken = {(id(ns), n) for ns, n, _ in self.substituted}
+        parts = {name: self._stand_in(name) for name in names}
+        saved = [s for s in replace_globals(target, parts) if (id(s[0]), s[1]) not in taken]
+        self.substituted += saved
+        return self.reply_value(sorted({name for _, name, _ in saved}))
 
     def restore(self, msg: dict[str, Any], _: dict) -> tuple[dict, dict]:
-        while self.substituted:
-            namespace, name, original = self.substituted.pop()
-            if original is _ABSENT:
-                namespace.pop(name, None)
-            else:
-                namespace[name] = original
+        put_back(self.substituted)
+        self.substituted = []
         return {"ok": True}, {}
 
     def _stand_in(self, name: str) -> Any:
@@ -302,6 +291,29 @@ class Worker:
 
 
 _ABSENT = object()  # a global that was not defined before a stand-in took its name
+
+
+def replace_globals(target: Any, parts: dict[str, Any]) -> list[tuple[dict[str, Any], str, Any]]:
+    """Bind each of `parts` in the global namespaces `target`'s code reads, where its code uses that name; return
+    (namespace, name, what was there) for `put_back`. A name the code reads but that is not defined (its cell has a
+    SyntaxError) is bound too: the bug then costs points in its own exercise, not a NameError in every later one."""
+    saved = []
+    reads = _global_reads(target)
+    for namespace in _namespaces(target):
+        for name, part in parts.items():
+            if name in namespace or name in reads:
+                saved.append((namespace, name, namespace.get(name, _ABSENT)))
+                namespace[name] = part
+    return saved
+
+
+def put_back(saved: list[tuple[dict[str, Any], str, Any]]) -> None:
+    """Undo `replace_globals`, newest first; a name that was not defined is removed again."""
+    for namespace, name, original in reversed(saved):
+        if original is _ABSENT:
+            namespace.pop(name, None)
+        else:
+            namespace[name] = original
 
 
 def _namespaces(target: Any) -> list[dict[str, Any]]:
