@@ -16,6 +16,7 @@ from nbgrader.preprocessors import (
 )
 
 from utils.autograde import GradeInWorker, KeepCourseCells
+from utils.sanitize import SanitizeSubmission
 
 c = get_config()  # noqa: F821 - provided by nbgrader
 
@@ -39,10 +40,13 @@ _bin = str(Path(sys.executable).parent)
 if _bin not in os.environ.get("PATH", "").split(os.pathsep):
     os.environ["PATH"] = os.pathsep.join([_bin, os.environ.get("PATH", "")])
 
-# Before nbgrader's own checks, cells the course does not have lose their nbgrader metadata (a re-tagged or
+# A submission is data: SanitizeSubmission first rebuilds it from an allowlist (no script, no widget state, no unsafe
+# markup or metadata), so nothing in autograded/ or feedback/ can run in Formgrader, JupyterLab or a browser. Then,
+# before nbgrader's own checks, cells the course does not have lose their nbgrader metadata (a re-tagged or
 # invented grade cell would otherwise stop nbgrader from grading that submission at all).
 c.Autograde.sanitize_preprocessors = [
-    ClearOutput, KeepCourseCells, DeduplicateIds, OverwriteKernelspec, OverwriteCells, CheckCellMetadata,
+    SanitizeSubmission, ClearOutput, KeepCourseCells, DeduplicateIds, OverwriteKernelspec, OverwriteCells,
+    CheckCellMetadata,
 ]
 # Autograding never runs a submission in nbgrader's own kernel: GradeInWorker runs the learner's code in an
 # isolated worker process and the course's tests here, and writes each grade cell's score (what `attn check`
@@ -52,7 +56,9 @@ c.Autograde.autograde_preprocessors = [
     CheckCellMetadata,
 ]
 
-# Feedback shows scores and assertion messages, never the hidden tests' code (nor tracebacks that quote it).
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+# Feedback shows scores and assertion messages, never the hidden tests' code (nor tracebacks that quote it). It is
+# sanitised again: an autograded/ folder made by an older configuration is no less untrusted. (nbconvert's own
+# `HTMLExporter.sanitize_html` is left off: its bleach allowlist strips the score tables' colours and rows.)
+c.GenerateFeedback.preprocessors = [SanitizeSubmission, GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
 c.Execute.extra_arguments = ["--InteractiveShell.xmode=Minimal"]
 c.Execute.timeout = 120

@@ -26,8 +26,11 @@ def cmd_lab(args: argparse.Namespace) -> int:
         argv.append("--allow-root")  # JupyterLab refuses to start as root without it (containers, Colab-like boxes)
     argv += args.jupyter_args
     os.chdir(nbs.ROOT)  # nbgrader's formgrader reads nbgrader_config.py from the folder it starts in
+    # The course's server extensions (a Content-Security-Policy on Formgrader's pages: utils/formgrader_csp.py).
+    config_path = os.pathsep.join(
+        filter(None, [str(nbs.ROOT / "jupyter-config"), os.environ.get("JUPYTER_CONFIG_PATH")]))
     # Kernels and nbgrader (which runs `alembic`) find this environment's programs, activated or not.
-    os.execve(sys.executable, argv, nbs.kernel_env())
+    os.execve(sys.executable, argv, nbs.kernel_env({"JUPYTER_CONFIG_PATH": config_path}))
     return 0  # not reached
 
 

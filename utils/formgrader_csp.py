@@ -1,0 +1,101 @@
+"""A Content-Security-Policy on Formgrader's pages: markup that got past the sanitiser still cannot run script there.
+
+Formgrader serves each submission from the instructor's own Jupyter server, where a script could use the instructor's
+session (the contents API writes files, kernels run code). `utils.sanitize` removes script from what is graded;
+this server extension is the second wall. Every Formgrader page gets a policy without 'unsafe-inline': its own
+`<script>` elements carry a fresh nonce, its three inline click handlers are allowed by hash, and nothing else runs:
+no inline handler (`onerror=`), no `javascript:` URL, no script from the notebook's part of the page, no plugin. The
+server's own `frame-ancestors` rule is kept (on a hub it stops other users' pages from framing Formgrader).
+
+Enabled by jupyter-config/jupyter_server_config.d/attn-formgrader-csp.json: `attn lab` puts that folder on
+JUPYTER_CONFIG_PATH, and a non-editable `pip install` of the course (deploy/jupyterhub/setup.sh) installs the file
+into the environment's etc/jupyter, as nbgrader does for its own extensions.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import secrets
+from typing import Any
+
+# Formgrader's inline handlers (nbgrader 0.9's templates), allowed by hash with 'unsafe-hashes'.
+INLINE_HANDLERS = ("toggle_name(true);", "toggle_name(false);", "toggleAllNames()")
+# Where nbconvert loads MathJax from in the notebook page (Formgrader's default template).
+MATHJAX = "https://cdnjs.cloudflare.com"
+_SCRIPT = re.compile(rb"<script\b", re.IGNORECASE)
+_NOTEBOOK = b'id="notebook-container"'
+
+
+def _hash(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+def policy(nonce: str, base: str = "") -> str:
+    """The policy for one page: `base` (the server's own, frame-ancestors and report-uri) plus what may run."""
+    rules = [
+        base,
+        f"script-src 'self' 'nonce-{nonce}' 'unsafe-hashes' {' '.join(map(_hash, INLINE_HANDLERS))} {MATHJAX}",
+        "object-src 'none'",
+        "base-uri 'self'",
+        "form-action 'self'",
+        "img-src 'self' data:",
+        f"font-src 'self' data: {MATHJAX}",
+        f"style-src 'self' 'unsafe-inline' {MATHJAX}",
+        "connect-src 'self'",
+    ]
+    return "; ".join(r for r in rules if r)
+
+
+def add_nonce(body: bytes, nonce: str) -> bytes:
+    """Give a nonce to the page's own `<script>` elements: those before the rendered notebook, or all if there is none.
+
+    The notebook's part of the page holds the submission; a script element there (there should be none after the
+    sanitiser) gets no nonce, so the browser refuses it.
+    """
+    end = body.find(_NOTEBOOK)
+    head, tail = (body, b"") if end < 0 else (body[:end], body[end:])
+    return _SCRIPT.sub(f'<script nonce="{nonce}"'.encode(), head) + tail
+
+
+def install() -> None:
+    """Patch nbgrader's Formgrader handler base class (idempotent)."""
+    from nbgrader.server_extensions.formgrader.base import BaseHandler
+
+    if getattr(BaseHandler, "_attn_csp", False):
+        return
+    base_policy = BaseHandler.content_security_policy
+    original_finish = BaseHandler.finish
+
+    def content_security_policy(self: Any) -> str:
+        if not hasattr(self, "_attn_nonce"):
+            self._attn_nonce = secrets.token_urlsafe(16)
+        return policy(self._attn_nonce, base_policy.fget(self))
+
+    def finish(self: Any, chunk: Any = None) -> Any:
+        if chunk is not None:
+            self.write(chunk)
+        content_type = str(self._headers.get("Content-Type", ""))
+        if "html" in content_type and self._write_buffer:
+            if not hasattr(self, "_attn_nonce"):
+                self.set_header("Content-Security-Policy", content_security_policy(self))
+            body = add_nonce(b"".join(self._write_buffer), self._attn_nonce)
+            self._write_buffer = [body]
+        return original_finish(self)
+
+    BaseHandler.content_security_policy = property(content_security_policy)
+    BaseHandler.finish = finish
+    BaseHandler._attn_csp = True
+
+
+def _jupyter_server_extension_points() -> list[dict[str, str]]:
+    return [{"module": "utils.formgrader_csp"}]
+
+
+def _load_jupyter_server_extension(serverapp: Any) -> None:
+    try:
+        install()
+    except ImportError:  # no nbgrader in this environment: no Formgrader to protect
+        return
+    serverapp.log.info("Formgrader pages carry a Content-Security-Policy (utils.formgrader_csp)")
