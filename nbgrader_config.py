@@ -16,6 +16,7 @@ from nbgrader.preprocessors import (
 )
 
 from utils.autograde import GradeInWorker, KeepCourseCells
+from utils.submissions import install as use_safe_converters
 from utils.sanitize import SanitizeSubmission
 
 c = get_config()  # noqa: F821 - provided by nbgrader
@@ -33,6 +34,20 @@ if not _exchange.is_dir():
     _exchange.mkdir(parents=True)
     _exchange.chmod(0o1777)
 c.Exchange.root = str(_exchange)
+
+# What a student hands in is data (utils/submissions.py): collect takes an inbound entry only from the student it
+# names, follows no link, opens no pipe or device and copies at most 10 MB per file, 50 MB and 500 files per
+# submission (one log line per file left out); release, collect and release_feedback refuse exchange folders that are
+# not the instructor's (or root's). Autograde and feedback take only the assignment's notebooks; feedback/ holds only
+# the generated .html, and release_feedback releases only that.
+c.ExchangeFactory.collect = "utils.submissions.SafeCollect"
+c.ExchangeFactory.release_assignment = "utils.submissions.SafeReleaseAssignment"
+c.ExchangeFactory.release_feedback = "utils.submissions.SafeReleaseFeedback"
+c.ExchangeFactory.submit = "utils.submissions.SafeSubmit"  # a student's entry: theirs and the instructor's
+c.CourseDirectory.max_file_size = 10_000  # KB, as nbgrader counts them
+c.CourseDirectory.max_dir_size = 50_000  # KB
+c.SubmissionFiles.max_files = 500
+use_safe_converters()  # autograde and generate_feedback: nbgrader has no setting for their classes
 
 # nbgrader runs `alembic` when it first creates gradebook.db: find this environment's programs even when nbgrader
 # was started as .venv/bin/nbgrader or from JupyterLab without the environment activated.
