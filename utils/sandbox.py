@@ -12,8 +12,16 @@ empty file systems. Workers run as `nobody`, cannot gain privileges, have no net
 file size, processes and CPU time. Before each new worker, and when grading ends, every process in the
 namespace but the zygote is killed, so nothing a learner's code started survives.
 
-Without root none of this is possible: workers then run as the same user, each in its own process group, with the
-same resource limits, and the grader checks its own files before and after (see `utils.checking`).
+Without root (an instructor's server on a JupyterHub runs as the instructor), the same namespaces come from an
+unprivileged user namespace where Linux allows one (`unshare --user --map-root-user`; Debian, Ubuntu and Fedora do
+by default): the same folders are hidden and bound back read-only, there is no network and the same PID namespace.
+There is no `nobody` to switch to there, so each worker instead enters a user namespace of its own, which holds no
+capability over the mounts: it cannot unmount what hides the course or make a read-only folder writable, and the
+zygote is not dumpable, so a worker cannot take it over with ptrace either.
+
+Where neither is possible (macOS, a kernel without user namespaces), workers run as the same user, each in its own
+process group, with the same resource limits, and the grader checks its own files before and after (see
+`utils.checking`).
 """
 
 from __future__ import annotations
@@ -72,19 +80,31 @@ def worker_env(home: str, course_root: Path, token: str = "1") -> dict[str, str]
     return env
 
 
+def _as_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def namespace_flags() -> list[str]:
+    """unshare's flags for the zygote: a user namespace first when not root."""
+    userns = [] if _as_root() else ["--user", "--map-root-user"]
+    return [*userns, "--mount", "--pid", "--net", "--fork", "--mount-proc"]
+
+
 @lru_cache(maxsize=1)
 def isolation() -> str | None:
     """None when workers can be isolated here, else why not (one sentence)."""
     if os.environ.get("ATTN_SANDBOX", "1") == "0":
         return "ATTN_SANDBOX=0 turns isolation off"
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        return "grading is not running as root, so the learner's code cannot be isolated from the course files"
+    if not hasattr(os, "geteuid"):
+        return "this system has no Linux namespaces, so the learner's code cannot be isolated from the course files"
     unshare = shutil.which("unshare")
     if unshare is None:
         return "the `unshare` program (util-linux) is missing"
-    probe = subprocess.run([unshare, "--mount", "--pid", "--net", "--fork", "--mount-proc", "true"],
-                           capture_output=True, text=True)
+    probe = subprocess.run([unshare, *namespace_flags(), "true"], capture_output=True, text=True)
     if probe.returncode != 0:
+        if not _as_root():
+            return ("grading is not running as root and this system allows no unprivileged user namespaces "
+                    f"({probe.stderr.strip()[:160]}), so the learner's code cannot be isolated from the course files")
         return f"namespaces are not available here ({probe.stderr.strip()[:200]})"
     return None
 
@@ -120,9 +140,10 @@ class Zygote:
         if self.isolated:
             home = "/tmp/work"
             config = {"fd": fd, "keep": _keep_paths(course_root), "masks": _masks(course_root, hidden),
-                      "env": worker_env(home, course_root), "isolated": True, "home": home}
-            cmd = [shutil.which("unshare") or "unshare", "--mount", "--pid", "--net", "--fork", "--mount-proc",
-                   "--kill-child", sys.executable, "-m", "utils.sandbox", json.dumps(config)]
+                      "env": worker_env(home, course_root), "isolated": True, "home": home,
+                      "userns": not _as_root()}
+            cmd = [shutil.which("unshare") or "unshare", *namespace_flags(), "--kill-child", sys.executable, "-m",
+                   "utils.sandbox", json.dumps(config)]
             env = {**os.environ, "PYTHONPATH": str(course_root)}
         else:
             home = tempfile.mkdtemp(prefix="attn-worker-")
@@ -241,7 +262,8 @@ class Zygote:
 
 # -- inside: the zygote and the workers it forks ---------------------------------------------------------------
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT, MS_BIND, MS_REC = 1, 2, 4, 32, 4096, 16384
-PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 1, 4, 38
+CLONE_NEWUSER = 0x10000000
 
 
 def _mount(libc: Any, source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
@@ -264,14 +286,22 @@ def _hide_everything(libc: Any, config: dict[str, Any]) -> None:
         _mount(libc, None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
         os.close(fd)
     os.makedirs(config["home"], mode=0o700, exist_ok=True)
-    os.chown(config["home"], NOBODY, NOBODY)
+    if not config.get("userns"):
+        os.chown(config["home"], NOBODY, NOBODY)
 
 
 def _become_worker(libc: Any, config: dict[str, Any], fd: int) -> None:
     """In the forked child: drop every privilege, set the limits, serve the grader on `fd`. Never returns."""
     try:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        if config["isolated"]:
+        if config["isolated"] and config.get("userns"):
+            # No `nobody` here: a user namespace of its own leaves the worker no capability over the mounts.
+            if libc.unshare(CLONE_NEWUSER) != 0:
+                raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWUSER)")
+            libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            resource.setrlimit(resource.RLIMIT_NPROC, (512, 512))
+        elif config["isolated"]:
             os.setgroups([])
             os.setresgid(NOBODY, NOBODY, NOBODY)
             os.setresuid(NOBODY, NOBODY, NOBODY)
@@ -302,7 +332,10 @@ def zygote(config: dict[str, Any]) -> None:
     os.makedirs(os.environ["MPLCONFIGDIR"], exist_ok=True)
     for module in PRELOAD:
         __import__(module)
-    if config["isolated"]:
+    if config.get("userns"):
+        # Workers run as the same user here: ptrace and /proc/<pid>/mem must not reach the zygote's capabilities.
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    elif config["isolated"]:
         os.chown(os.environ["MPLCONFIGDIR"], NOBODY, NOBODY)
         for root, dirs, files in os.walk(os.environ["MPLCONFIGDIR"]):
             for name in dirs + files:
