@@ -517,7 +517,10 @@ def install() -> None:
 
     nbgrader has no setting for a converter's class: its apps look the class up in their module when they start.
     """
-    from nbgrader.apps import autogradeapp, generatefeedbackapp
+    from nbgrader.apps import api, autogradeapp, generatefeedbackapp
 
-    autogradeapp.Autograde = SafeAutograde
-    generatefeedbackapp.GenerateFeedback = SafeGenerateFeedback
+    # The command-line apps, and the API behind Formgrader's Autograde and Generate Feedback buttons.
+    for module in (autogradeapp, api):
+        module.Autograde = SafeAutograde
+    for module in (generatefeedbackapp, api):
+        module.GenerateFeedback = SafeGenerateFeedback
