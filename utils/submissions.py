@@ -324,20 +324,29 @@ class SafeReleaseFeedback(_OwnedFolders, ExchangeReleaseFeedback):
 
 
 class SafeSubmit(ExchangeSubmit):
-    """nbgrader's submit, with the entry readable by its student and the instructor's group only.
+    """nbgrader's submit, with the entry open to its student and the instructor's group only.
 
     nbgrader leaves the entry mode 0777 and its files 0644: anyone who learns its name could read, empty or replace
-    it. inbound is set-group-ID, so the entry has the instructor's group, which may still read and clear it.
+    it. inbound is set-group-ID (SafeReleaseAssignment), so the entry folder has the instructor's group: mode 0770
+    keeps everyone else out of it, files and all. (Its files stay 0644: nbgrader writes timestamp.txt and the secret
+    after copying, when the folder has lost its set-group-ID bit, so they carry the student's own group.) In an
+    exchange released without that bit the folder has the student's group: it is left 0755, or the instructor could
+    not collect it, and the student is told.
     """
 
     def copy_files(self) -> None:
         super().copy_files()
         entry = os.path.join(self.inbound_path, self.assignment_filename)
+        private = os.stat(entry).st_gid == os.stat(self.inbound_path).st_gid
+        if not private:
+            self.log.warning("This course's inbound folder does not give submissions the instructor's group: other "
+                             "students could read yours if they learnt its name. Tell your instructor (nbgrader "
+                             "release_assignment with the course's configuration sets it).")
         for folder, _, files in os.walk(entry):
-            os.chmod(folder, 0o770)
+            os.chmod(folder, 0o770 if private else 0o755)
             for name in files:
                 if not os.path.islink(os.path.join(folder, name)):
-                    os.chmod(os.path.join(folder, name), 0o640)
+                    os.chmod(os.path.join(folder, name), 0o644)
 
 
 class SafeCollect(_OwnedFolders, ExchangeCollect):
