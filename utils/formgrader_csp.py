@@ -3,7 +3,8 @@
 Formgrader serves each submission from the instructor's own Jupyter server, where a script could use the instructor's
 session (the contents API writes files, kernels run code). `utils.sanitize` removes script from what is graded;
 this server extension is the second wall. Every Formgrader page gets a policy without 'unsafe-inline': its own
-`<script>` elements carry a fresh nonce, its three inline click handlers are allowed by hash, and nothing else runs:
+`<script>` elements carry a fresh nonce, the inline click handlers of its templates are allowed by hash, and nothing
+else runs:
 no inline handler (`onerror=`), no `javascript:` URL, no script from the notebook's part of the page, no plugin. The
 server's own `frame-ancestors` rule is kept (on a hub it stops other users' pages from framing Formgrader).
 
@@ -18,10 +19,24 @@ import base64
 import hashlib
 import re
 import secrets
+from functools import cache
+from pathlib import Path
 from typing import Any
 
-# Formgrader's inline handlers (nbgrader 0.9's templates), allowed by hash with 'unsafe-hashes'.
-INLINE_HANDLERS = ("toggle_name(true);", "toggle_name(false);", "toggleAllNames()")
+_HANDLER = re.compile(r'\son[a-z]+\s*=\s*"([^"]*)"', re.IGNORECASE)
+
+
+def inline_handlers() -> list[str]:
+    """Formgrader's own inline event handlers (`onClick="createAssignmentModal();"`...), read from nbgrader's
+    templates, so the policy allows exactly those, by hash, whatever nbgrader's version."""
+    from nbgrader.server_extensions.formgrader import handlers
+
+    found: set[str] = set()
+    for template in Path(handlers.template_path).rglob("*"):
+        if template.is_file() and template.suffix in (".tpl", ".j2", ".html"):
+            found.update(_HANDLER.findall(template.read_text(encoding="utf-8", errors="replace")))
+    return sorted(found)
+
 # Where nbconvert loads MathJax from in the notebook page (Formgrader's default template).
 MATHJAX = "https://cdnjs.cloudflare.com"
 _SCRIPT = re.compile(rb"<script\b", re.IGNORECASE)
@@ -32,11 +47,21 @@ def _hash(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
 
 
-def policy(nonce: str, base: str = "") -> str:
-    """The policy for one page: `base` (the server's own, frame-ancestors and report-uri) plus what may run."""
+@cache
+def _handler_hashes() -> str:
+    return " ".join(map(_hash, inline_handlers()))
+
+
+def policy(nonce: str, base: str = "", base_url: str = "/") -> str:
+    """The policy for one page: `base` (the server's own: frame-ancestors, report-uri) plus what may run there.
+
+    jupyter_server's report-uri is relative, which a page under /formgrader/ would resolve to a missing handler:
+    it is made absolute, so a refused script is reported in the server's log.
+    """
+    base = re.sub(r"report-uri (?!/)(\S+)", lambda m: f"report-uri {base_url.rstrip('/')}/{m.group(1)}", base)
     rules = [
         base,
-        f"script-src 'self' 'nonce-{nonce}' 'unsafe-hashes' {' '.join(map(_hash, INLINE_HANDLERS))} {MATHJAX}",
+        f"script-src 'self' 'nonce-{nonce}' 'unsafe-hashes' {_handler_hashes()} {MATHJAX}",
         "object-src 'none'",
         "base-uri 'self'",
         "form-action 'self'",
@@ -71,7 +96,7 @@ def install() -> None:
     def content_security_policy(self: Any) -> str:
         if not hasattr(self, "_attn_nonce"):
             self._attn_nonce = secrets.token_urlsafe(16)
-        return policy(self._attn_nonce, base_policy.fget(self))
+        return policy(self._attn_nonce, base_policy.fget(self), self.base_url)
 
     def finish(self: Any, chunk: Any = None) -> Any:
         if chunk is not None:

@@ -1,0 +1,160 @@
+"""A submission carrying every script vector of tests/untrusted.py, opened where an instructor or a student looks.
+
+On `make lab` (a fresh copy, headless Chromium, as tests/test_browser.py): the instructor generates 01, autogrades
+mallory (every vector in markdown, outputs, attachments and metadata) and alice (a finished notebook with notes of
+her own: math, a table, code, a pasted PNG), and generates feedback. Then the views: Formgrader's submission list,
+gradebook and manual-grading pages, JupyterLab opening the submitted and the autograded notebook, and the feedback
+HTML in JupyterLab, as a page of the server and as the file a student opens (release_feedback and fetch_feedback
+copy that file byte for byte). In every view no payload runs: `window.__attnpwn` stays unset, localStorage holds no
+mark, and no file appears through the contents API; a control run of the payload on the same page proves each trace
+would show. Alice's pages must still show her score tables, maths, table, code and picture. Screenshots go to
+.pytest_cache/browser/untrusted-*.png.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from utils import notebooks as nbs
+
+from .test_browser import ARTIFACTS, Page, browser, lab  # noqa: F401 - fixtures, shared with the other browser test
+from .untrusted import MARK, benign_notes, hostile, payload, vectors
+
+pytestmark = pytest.mark.slow
+NB = "01_attention_intuition"
+
+
+def nbgrader(course, *args: str) -> str:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(course.parent / "home"), "PYTHONPATH": str(course),
+           "LANG": "C.UTF-8", "JUPYTER_PLATFORM_DIRS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout + proc.stderr
+
+
+def _class(course) -> dict[str, int]:
+    """alice and mallory hand in 01; autograde and feedback as README says. Returns their submission ids."""
+    from nbgrader.api import Gradebook
+
+    nbgrader(course, "generate_assignment", NB)
+    released = nbs.read(course / "release" / NB / f"{NB}.ipynb")
+    solution = {nbs.nbgrader_meta(c)["grade_id"]: c for c in nbs.read(nbs.solution_path(NB)).cells}
+    for cell in filter(nbs.is_answer_cell, released.cells):
+        cell.source = solution[nbs.nbgrader_meta(cell)["grade_id"]].source
+    nbs.write(benign_notes(released), course / "submitted" / "alice" / NB / f"{NB}.ipynb")
+    # nbformat would refuse to write the invalid cell id one vector carries: write the JSON as a student could.
+    path = course / "submitted" / "mallory" / NB / f"{NB}.ipynb"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(hostile(released)))
+    log = nbgrader(course, "autograde", NB, "--create")
+    assert "markdown shown as text" in log and "mallory" in log, log[-3000:]
+    nbgrader(course, "generate_feedback", NB)
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        return {s: gb.find_submission_notebook(NB, NB, s).id for s in ("alice", "mallory")}
+
+
+class Traces:
+    """What a payload leaves: window.__attnpwn (top page), localStorage keys, files written via the contents API."""
+
+    def __init__(self, tab: Page, course) -> None:
+        self.tab, self.course = tab, course
+
+    def files(self) -> list[str]:
+        return sorted(p.name for p in self.course.glob(f"{MARK}-*.txt"))
+
+    def page(self) -> dict:
+        return self.tab.page.evaluate(
+            f"""() => {{
+                let keys = [];
+                try {{ keys = Object.keys(localStorage).filter(k => k.startsWith('{MARK}')); }} catch (e) {{}}
+                return {{window: window.__{MARK} || null, storage: keys}};
+            }}""")
+
+    def assert_none(self, view: str, settle_s: float = 3.0) -> None:
+        self.tab.page.wait_for_timeout(settle_s * 1000)
+        page = self.page()
+        ran = {"page": page, "files": self.files()}
+        assert ran == {"page": {"window": None, "storage": []}, "files": []}, f"{view}: script ran: {ran}"
+
+
+def test_no_submission_runs_script_where_anyone_looks(lab, browser):  # noqa: F811 - pytest fixtures
+    url, _landing, course, log_path = lab
+    ids = _class(course)
+    tab = Page(browser, url)
+    traces = Traces(tab, course)
+    timings = {}
+
+    # Control: the payload itself, run on the server's own page, leaves all three traces.
+    tab.open("/lab/tree/notebooks")
+    tab.page.wait_for_selector(".jp-DirListing-item", timeout=60_000)
+    tab.page.evaluate(payload(0))
+    deadline = time.monotonic() + 20
+    while not traces.files():
+        assert time.monotonic() < deadline, "the control payload wrote no file: the test could not see an attack"
+        tab.page.wait_for_timeout(250)
+    assert traces.page() == {"window": [0], "storage": [f"{MARK}-0"]} and traces.files() == [f"{MARK}-0.txt"]
+    (course / f"{MARK}-0.txt").unlink()
+    tab.page.evaluate(f"() => {{ localStorage.clear(); delete window.__{MARK}; }}")
+
+    # Formgrader, as the instructor grades: the lists, then each submission's manual-grading page.
+    csp_errors: list[str] = []
+    tab.page.on("console", lambda m: "Content Security Policy" in m.text and csp_errors.append(m.text))
+    for path in (f"/formgrader/manage_submissions/{NB}", f"/formgrader/gradebook/{NB}/{NB}"):
+        tab.open(path)
+        tab.page.get_by_text("mallory").first.wait_for(state="attached", timeout=60_000)  # names may be hidden
+        traces.assert_none(path)
+    for student in ("mallory", "alice"):
+        t0 = time.monotonic()
+        response = tab.page.goto(f"{url}/formgrader/submissions/{ids[student]}/?token=attn-browser-test")
+        tab.page.wait_for_selector("#notebook-container .cell", timeout=60_000)
+        timings[f"formgrader {student}"] = time.monotonic() - t0
+        policy = response.headers.get("content-security-policy", "")
+        script_src = next((r for r in policy.split(";") if r.strip().startswith("script-src")), "")
+        assert "'nonce-" in script_src and "'unsafe-inline'" not in script_src, policy
+        container = tab.page.locator("#notebook-container").first
+        assert container.locator("a[href^='javascript' i], [onerror], [onload], iframe, object, embed").count() == 0
+        tab.shot(f"untrusted-formgrader-{student}")
+        container.locator(".cell").last.scroll_into_view_if_needed()  # the cells the student added
+        tab.shot(f"untrusted-formgrader-{student}-end")
+        traces.assert_none(f"Formgrader, {student}'s submission")
+        text = container.inner_text()
+        assert "softmax" in text and " points" in text, "the score tables are shown"
+    # alice's own notes render as she wrote them: heading, maths source, table, code, her picture, a link.
+    assert container.locator("h3", has_text="My notes").count() == 1
+    assert container.locator("table", has_text="std of scores").count() == 1
+    assert container.locator("img[src^='data:image/png']").count() >= 1
+    assert container.locator("a[href='https://arxiv.org/abs/1706.03762']").count() == 1
+    assert csp_errors == [], f"Formgrader's own scripts or a submission's were refused: {csp_errors}"
+
+    # JupyterLab, as the instructor opens a submission to look closer (its own trust model, then our sanitiser).
+    for folder in ("submitted", "autograded"):
+        tab.open_notebook(f"{folder}/mallory/{NB}/{NB}.ipynb?reset")
+        tab.page.wait_for_timeout(2000)
+        tab.shot(f"untrusted-lab-{folder}")
+        traces.assert_none(f"JupyterLab, {folder}/mallory")
+
+    # The feedback HTML: in JupyterLab's HTML viewer, as a page of the server, and as the file a student opens.
+    feedback = f"feedback/mallory/{NB}/{NB}.html"
+    tab.open(f"/lab/tree/{feedback}?reset")
+    tab.page.wait_for_selector(".jp-HTMLViewer iframe, iframe", timeout=60_000)
+    traces.assert_none("JupyterLab, feedback HTML")
+    tab.open(f"/files/{feedback}")
+    traces.assert_none("feedback HTML served by the server")
+    tab.page.goto((course / feedback).as_uri())
+    tab.page.wait_for_selector("body", timeout=30_000)
+    tab.shot("untrusted-feedback-file")
+    traces.assert_none("feedback HTML opened as a file")
+    assert "softmax" in tab.page.inner_text("body")
+
+    print(f"untrusted: {len(vectors())} vectors, no trace in any view;",
+          ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
+    assert not [e for e in tab.errors if MARK in e]
+    # The policy refused nothing either: Formgrader's own scripts ran, and no script of the submission was left.
+    assert "Content security violation" not in log_path.read_text()
+
