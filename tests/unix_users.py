@@ -44,9 +44,9 @@ def require_unix_users(*, through_view: bool = True) -> None:
         reason = "needs root to create Unix users and act as them (run make test as root, as CI does)"
     elif not shutil.which("useradd") or not shutil.which("runuser"):
         reason = "needs useradd and runuser (Debian's passwd and util-linux)"
-    elif (closed := _not_runnable_by_others(Path(sys.executable).resolve().parent)) is not None and not (
-            through_view and shutil.which("unshare") and closed.parent == Path("/")):
-        reason = f"other users cannot run this environment's Python: {closed} is not executable by them"
+    elif (closed := next(filter(None, map(_not_runnable_by_others, _needed())), None)) is not None and not (
+            through_view and shutil.which("unshare")):
+        reason = f"other users cannot use this environment or checkout: {closed} is not executable by them"
     if reason:
         if os.environ.get("ATTN_REQUIRE_USERS") == "1":
             pytest.fail(reason)
@@ -97,29 +97,58 @@ def shared_folder(prefix: str):
         shutil.rmtree(path, ignore_errors=True)
 
 
-# A Python installed under a folder only root may enter (pyenv in /root) cannot be run by the test users. A private
-# mount namespace (the command only) puts an empty, enterable folder over it with the Python's own folder bound back
-# in: the users then reach the interpreter and nothing else of that folder; every other path is the machine's own.
+# A Python installed under a folder only root may enter (pyenv in /root), or a checkout in such a folder (a CI clone
+# in a private temporary folder), cannot be used by the test users. A private mount namespace (the command only) puts
+# an empty, enterable folder over each such folder with just the way through bound back in: the users then reach the
+# interpreter, the environment and the checkout, and nothing else of those folders; every other path is the
+# machine's own. Arguments: CLOSED NAME [NAME...] -- ... and then the command.
 _VIEW = """set -e
-closed=$1; keep=$2; shift 2
-held=$(mktemp -d /tmp/attn-view.XXXXXX)
-mount --bind "$keep" "$held"
-mount -t tmpfs -o mode=0755,size=1m attn-view "$closed"
-mkdir -p "$keep"
-mount --bind "$held" "$keep"
-umount "$held"
-rmdir "$held"
+while [ "$1" != "--" ]; do
+  closed=$1; shift
+  held=$(mktemp -d /tmp/attn-view.XXXXXX)
+  mount --bind "$closed" "$held"
+  mount -t tmpfs -o mode=0755,size=1m attn-view "$closed"
+  while [ "$1" != ";" ]; do
+    if [ -d "$held/$1" ]; then mkdir -p "$closed/$1"; else touch "$closed/$1"; fi
+    mount --bind "$held/$1" "$closed/$1"
+    shift
+  done
+  shift
+  umount "$held"
+  rmdir "$held"
+done
+shift
 exec "$@"
 """
 
 
+def _needed() -> list[Path]:
+    """What the test users must reach: this Python, this environment and this checkout."""
+    from utils import notebooks as nbs
+
+    return [Path(sys.executable).resolve().parent, Path(sys.prefix).resolve(), nbs.ROOT.resolve()]
+
+
+def _openings() -> dict[Path, set[str]]:
+    """Each closed folder on the way to what is needed, with the names inside it the way goes through."""
+    openings: dict[Path, set[str]] = {}
+    for path in _needed():
+        for folder in [*reversed(path.parents), path]:
+            if folder.is_dir() and not os.stat(folder).st_mode & 0o001:
+                names = set(os.listdir(folder)) if folder == path else {path.relative_to(folder).parts[0]}
+                openings.setdefault(folder, set()).update(names)  # the needed folder itself: all of it
+    return openings
+
+
 def in_view(cmd: list[str]) -> list[str]:
-    """`cmd` itself, or `cmd` run in a mount namespace that lets other users reach this environment's Python (a
-    server started this way, such as a hub, starts other users' processes in that namespace too)."""
-    python = Path(sys.executable).resolve()
-    closed = _not_runnable_by_others(python.parent)
-    if closed is None or closed.parent != Path("/"):
+    """`cmd` itself, or `cmd` run in a mount namespace that lets other users reach this environment's Python, the
+    environment and the checkout (a server started this way, such as a hub, starts other users' processes in that
+    namespace too)."""
+    openings = _openings()
+    if not openings:
         return cmd
-    keep = closed / python.relative_to(closed).parts[0]  # e.g. /root/.pyenv
+    args: list[str] = []
+    for closed in sorted(openings, key=lambda p: len(p.parts)):  # outer folders first
+        args += [str(closed), *sorted(openings[closed]), ";"]
     return [shutil.which("unshare") or "unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", _VIEW,
-            "sh", str(closed), str(keep), *cmd]
+            "sh", *args, "--", *cmd]
