@@ -4,13 +4,12 @@ Formgrader serves each submission from the instructor's own Jupyter server, wher
 session (the contents API writes files, kernels run code). `utils.sanitize` removes script from what is graded;
 this server extension is the second wall. Every Formgrader page gets a policy without 'unsafe-inline': its own
 `<script>` elements carry a fresh nonce, the inline click handlers of its templates are allowed by hash, and nothing
-else runs:
-no inline handler (`onerror=`), no `javascript:` URL, no script from the notebook's part of the page, no plugin. The
-server's own `frame-ancestors` rule is kept (on a hub it stops other users' pages from framing Formgrader).
+else runs: no inline handler (`onerror=`), no `javascript:` URL, no script from the notebook's part of the page, no
+plugin. The server's own `frame-ancestors` rule is kept (on a hub it stops other users' pages from framing
+Formgrader).
 
 Enabled by jupyter-config/jupyter_server_config.d/attn-formgrader-csp.json: `attn lab` puts that folder on
-JUPYTER_CONFIG_PATH, and a non-editable `pip install` of the course (deploy/jupyterhub/setup.sh) installs the file
-into the environment's etc/jupyter, as nbgrader does for its own extensions.
+JUPYTER_CONFIG_PATH, and deploy/jupyterhub/setup.sh installs the file into the hub's Jupyter configuration.
 """
 
 from __future__ import annotations
@@ -103,8 +102,7 @@ def install() -> None:
             self.write(chunk)
         content_type = str(self._headers.get("Content-Type", ""))
         if "html" in content_type and self._write_buffer:
-            if not hasattr(self, "_attn_nonce"):
-                self.set_header("Content-Security-Policy", content_security_policy(self))
+            # The header, and with it the nonce, was set when the handler was made (set_default_headers).
             body = add_nonce(b"".join(self._write_buffer), self._attn_nonce)
             self._write_buffer = [body]
         return original_finish(self)

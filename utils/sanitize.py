@@ -196,20 +196,21 @@ def _nbgrader_meta(meta: dict) -> dict | None:
     return kept
 
 
-def _clean_output(output: Any) -> NotebookNode | None:
+def _clean_output(output: Any) -> tuple[NotebookNode | None, list[str]]:
+    """The output rebuilt from the allowlist, and the MIME types it lost."""
     if not isinstance(output, dict):
-        return None
+        return None, []
     kind = output.get("output_type")
     if kind == "stream":
         name = output.get("name") if output.get("name") in ("stdout", "stderr") else "stdout"
-        return nbformat.v4.new_output("stream", name=name, text=_plain(output.get("text")))
+        return nbformat.v4.new_output("stream", name=name, text=_plain(output.get("text"))), []
     if kind == "error":
         trace = output.get("traceback")
         return nbformat.v4.new_output(
             "error", ename=_plain(output.get("ename")), evalue=_plain(output.get("evalue")),
-            traceback=[_plain(line) for line in trace] if isinstance(trace, list) else [])
+            traceback=[_plain(line) for line in trace] if isinstance(trace, list) else []), []
     if kind not in ("display_data", "execute_result"):
-        return None
+        return None, []
     raw = output.get("data") if isinstance(output.get("data"), dict) else {}
     data: dict[str, Any] = {}
     for mime, value in raw.items():
@@ -220,14 +221,15 @@ def _clean_output(output: Any) -> NotebookNode | None:
             data[mime] = clean_html(_plain(value))
         elif mime in _KEPT_MIME:
             data[mime] = value if mime.endswith("json") and isinstance(value, dict) else _plain(value)
+    dropped = sorted(m for m in raw if m not in data)
     if "text/plain" not in data:
-        dropped = sorted(m for m in raw if m not in data)
         text = _plain(raw.get("text/markdown")) if "text/markdown" in raw else ""
         data["text/plain"] = text or (f"[output of type {', '.join(dropped)} removed by the course]" if dropped else "")
     if kind == "execute_result":
         count = output.get("execution_count")
-        return nbformat.v4.new_output(kind, data=data, execution_count=count if isinstance(count, int) else None)
-    return nbformat.v4.new_output(kind, data=data)
+        return nbformat.v4.new_output(kind, data=data,
+                                      execution_count=count if isinstance(count, int) else None), dropped
+    return nbformat.v4.new_output(kind, data=data), dropped
 
 
 def sanitize_notebook(nb: NotebookNode, trusted_markdown: set[str] | frozenset[str] = frozenset()) -> list[str]:
@@ -261,12 +263,11 @@ def sanitize_notebook(nb: NotebookNode, trusted_markdown: set[str] | frozenset[s
             count = cell.get("execution_count")
             new.execution_count = count if isinstance(count, int) and not isinstance(count, bool) else None
             outputs = cell.get("outputs") if isinstance(cell.get("outputs"), list) else []
-            new.outputs = [out for out in map(_clean_output, outputs) if out is not None]
-            if any(out.get("output_type") not in ("stream", "error") for out in outputs if isinstance(out, dict)):
-                removed = {m for out in outputs if isinstance(out, dict) for m in (out.get("data") or {})
-                           if isinstance(out.get("data"), dict)} - _KEPT_MIME - {"text/html"}
-                if removed:
-                    notes.append(f"cell {index}: output types removed: {', '.join(sorted(removed))[:200]}")
+            cleaned = [_clean_output(out) for out in outputs]
+            new.outputs = [out for out, _ in cleaned if out is not None]
+            removed = sorted({mime for _, dropped in cleaned for mime in dropped})
+            if removed:
+                notes.append(f"cell {index}: output types removed: {', '.join(removed)[:200]}")
         elif kind == "markdown":
             attachments = _attachments(cell.get("attachments"))
             if source not in trusted_markdown:
