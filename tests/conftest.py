@@ -5,12 +5,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from nbformat import NotebookNode
 
 from utils import notebooks as nbs
 
@@ -62,6 +64,32 @@ def attn_check(path: Path | str, *extra: str, env: dict[str, str] | None = None)
     assert proc.returncode == 0, f"attn check failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
     result = json.loads(proc.stdout)  # exactly one JSON document, nothing else on stdout
     return result
+
+
+def nbgrader(course: Path, *args: str, env: dict[str, str] | None = None, ok: bool = True) -> str:
+    """`nbgrader ARGS` in `course` as README has it (.venv/bin/nbgrader, the environment not activated: the course's
+    nbgrader_config.py finds `alembic`); assert it succeeded (or failed, `ok=False`); return what it printed."""
+    env = {**os.environ, "PATH": "/usr/bin:/bin", **(env or {})}
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, capture_output=True, text=True,
+                          env=env, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert (proc.returncode == 0) == ok, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out
+
+
+def fill_answers(nb: NotebookNode, assignment: str) -> NotebookNode:
+    """`nb` (a student copy of `assignment`) with every answer cell holding the solution's answer."""
+    solution = {nbs.nbgrader_meta(c)["grade_id"]: c for c in nbs.read(nbs.solution_path(assignment)).cells}
+    for cell in filter(nbs.is_answer_cell, nb.cells):
+        cell.source = solution[nbs.nbgrader_meta(cell)["grade_id"]].source
+    return nb
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def by_id(result: dict) -> dict[str, dict]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,8 @@ from pathlib import Path
 import pytest
 
 from utils import notebooks as nbs
+
+from .conftest import free_port
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = nbs.ROOT / ".pytest_cache" / "browser"
@@ -52,12 +53,6 @@ def _require_browser() -> None:
         pytest.skip(missing)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """`make lab` (README's command) on a fresh copy of the repository, with its own HOME; yields (url, course, log)."""
@@ -76,7 +71,7 @@ def lab(tmp_path_factory):
     (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
     (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
         '{"fetchNews": "false", "checkForUpdates": false}')
-    port = _free_port()
+    port = free_port()
     venv = Path(sys.executable).parent.parent
     lab_args = (f"--no-browser --port={port} --ServerApp.ip=127.0.0.1 --IdentityProvider.token={TOKEN} "
                 f"--LabApp.user_settings_dir={settings} --LabApp.workspaces_dir={home / 'workspaces'}")

@@ -14,14 +14,13 @@ would show. Alice's pages must still show her score tables, maths, table, code a
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 
 import pytest
 
 from utils import notebooks as nbs
 
+from .conftest import fill_answers, nbgrader
 from .test_browser import ARTIFACTS, Page, browser, lab  # noqa: F401 - fixtures, shared with the other browser test
 from .untrusted import MARK, benign_notes, hostile, payload, vectors
 
@@ -29,32 +28,23 @@ pytestmark = pytest.mark.slow
 NB = "01_attention_intuition"
 
 
-def nbgrader(course, *args: str) -> str:
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(course.parent / "home"), "PYTHONPATH": str(course),
-           "LANG": "C.UTF-8", "JUPYTER_PLATFORM_DIRS": "1"}
-    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc.stdout + proc.stderr
-
-
 def _class(course) -> dict[str, int]:
     """alice and mallory hand in 01; autograde and feedback as README says. Returns their submission ids."""
     from nbgrader.api import Gradebook
 
-    nbgrader(course, "generate_assignment", NB)
-    released = nbs.read(course / "release" / NB / f"{NB}.ipynb")
-    solution = {nbs.nbgrader_meta(c)["grade_id"]: c for c in nbs.read(nbs.solution_path(NB)).cells}
-    for cell in filter(nbs.is_answer_cell, released.cells):
-        cell.source = solution[nbs.nbgrader_meta(cell)["grade_id"]].source
+    def in_course(*args: str) -> str:  # the copy's own utils/ (the environment's points at this checkout)
+        return nbgrader(course, *args, env={"HOME": str(course.parent / "home"), "PYTHONPATH": str(course)})
+
+    in_course("generate_assignment", NB)
+    released = fill_answers(nbs.read(course / "release" / NB / f"{NB}.ipynb"), NB)
     nbs.write(benign_notes(released), course / "submitted" / "alice" / NB / f"{NB}.ipynb")
     # nbformat would refuse to write the invalid cell id one vector carries: write the JSON as a student could.
     path = course / "submitted" / "mallory" / NB / f"{NB}.ipynb"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(hostile(released)))
-    log = nbgrader(course, "autograde", NB, "--create")
+    log = in_course("autograde", NB, "--create")
     assert "markdown shown as text" in log and "mallory" in log, log[-3000:]
-    nbgrader(course, "generate_feedback", NB)
+    in_course("generate_feedback", NB)
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         return {s: gb.find_submission_notebook(NB, NB, s).id for s in ("alice", "mallory")}
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,8 @@ import pytest
 
 from utils import notebooks as nbs
 from utils.checking import render
+
+from .conftest import free_port
 
 
 def attn(*args, **kw):
@@ -60,14 +61,8 @@ def test_maintenance_commands_report_an_up_to_date_course():
     assert attn("release", "--check").returncode == 0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_lab_serves_the_course_with_nbgrader(tmp_path):
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "HOME": str(tmp_path), "JUPYTER_PLATFORM_DIRS": "1"}
     server = subprocess.Popen(
         [sys.executable, "-m", "utils.cli", "lab", "--no-browser", f"--port={port}", "--IdentityProvider.token="],

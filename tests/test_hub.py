@@ -14,7 +14,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -31,7 +30,7 @@ from nbgrader.api import Gradebook
 
 from utils import notebooks as nbs
 
-from .conftest import assert_no_secrets
+from .conftest import assert_no_secrets, fill_answers, free_port
 from .unix_users import INSTRUCTOR, ensure_user, in_view, require_unix_users, run_as, shared_folder
 
 DEPLOY = nbs.ROOT / "deploy" / "jupyterhub"
@@ -40,12 +39,6 @@ COURSE_ID = "attention-course"
 ALICE, BOB = "attn-alice", "attn-bob"  # alice hands in the solution's answers, bob the blank copy
 PEOPLE = (INSTRUCTOR, ALICE, BOB)
 MIB = 2**20
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Steps:
@@ -297,7 +290,6 @@ c.Spawner.environment.update({{key: _in_test_folder(name) for key, name in {stat
             assert (course_folder / "outbound" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").is_file()
 
             # 5. Students: Fetch, work (alice writes the solution's answers through the contents API), Submit.
-            solution = {nbs.nbgrader_meta(c)["grade_id"]: c for c in nbs.read(nbs.solution_path(ASSIGNMENT)).cells}
             notebook_path = f"api/contents/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
             for name in (ALICE, BOB):
                 with steps(f"{name}: Fetch (Assignments panel)"):
@@ -308,9 +300,7 @@ c.Spawner.environment.update({{key: _in_test_folder(name) for key, name in {stat
                         r = sessions[name].get(f"{server[name]}/{notebook_path}", timeout=30)
                         assert r.status_code == 200, (r.status_code, r.text[:3000], hub_log_tail())
                         model = r.json()
-                        nb = nbformat.from_dict(model["content"])
-                        for cell in filter(nbs.is_answer_cell, nb.cells):
-                            cell.source = solution[nbs.nbgrader_meta(cell)["grade_id"]].source
+                        nb = fill_answers(nbformat.from_dict(model["content"]), ASSIGNMENT)
                         r = sessions[name].put(f"{server[name]}/{notebook_path}", timeout=30,
                                                json={"type": "notebook", "format": "json", "content": nb})
                         assert r.status_code == 200, r.text

@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 from nbgrader.api import Gradebook
 
 from utils import notebooks as nbs
 
-from .conftest import ASSIGNMENTS, assert_no_secrets
-
-
-def nbgrader(course, *args, env=None):
-    # As README has it: .venv/bin/nbgrader, the environment not activated (nbgrader_config.py finds `alembic`).
-    env = {**os.environ, "PATH": "/usr/bin:/bin", **(env or {})}
-    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, capture_output=True, text=True, env=env)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+from .conftest import ASSIGNMENTS, assert_no_secrets, fill_answers, nbgrader
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
@@ -43,10 +33,7 @@ def test_generate_autograde_feedback_in_a_course_directory(assignment, tmp_path)
     assert mine.read_bytes() == before
 
     # alice fills in every answer with the solution; bob hands in the blank copy.
-    solution = {nbs.nbgrader_meta(c)["grade_id"]: c for c in nbs.read(nbs.solution_path(assignment)).cells}
-    alice = nbs.read(released / f"{assignment}.ipynb")
-    for cell in filter(nbs.is_answer_cell, alice.cells):
-        cell.source = solution[nbs.nbgrader_meta(cell)["grade_id"]].source
+    alice = fill_answers(nbs.read(released / f"{assignment}.ipynb"), assignment)
     nbs.write(alice, course / "submitted" / "alice" / assignment / f"{assignment}.ipynb")
     bob = course / "submitted" / "bob" / assignment
     bob.mkdir(parents=True)
@@ -91,7 +78,6 @@ def test_exchange_release_fetch_submit_collect_autograde_as_two_students(tmp_pat
     assert exchange.stat().st_mode & 0o1777 == 0o1777, "everyone may drop files in the exchange (sticky)"
 
     # What the Assignments panel runs for each student, in their own folder: fetch, work, submit.
-    solution = {nbs.nbgrader_meta(c)["grade_id"]: c for c in nbs.read(nbs.solution_path(assignment)).cells}
     for student in ("alice", "bob"):
         home = tmp_path / student
         home.mkdir()
@@ -100,10 +86,7 @@ def test_exchange_release_fetch_submit_collect_autograde_as_two_students(tmp_pat
         nbgrader(home, "fetch_assignment", assignment, *opts, env=env)
         mine = home / assignment / f"{assignment}.ipynb"
         if student == "alice":
-            nb = nbs.read(mine)
-            for cell in filter(nbs.is_answer_cell, nb.cells):
-                cell.source = solution[nbs.nbgrader_meta(cell)["grade_id"]].source
-            nbs.write(nb, mine)
+            nbs.write(fill_answers(nbs.read(mine), assignment), mine)
         # One Unix user plays both students here: --student names them (as their own login would).
         nbgrader(home, "submit", assignment, *opts, f"--student={student}", env=env)
 

@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import stat
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -29,6 +28,7 @@ from traitlets.config import LoggingConfigurable
 from utils import notebooks as nbs
 from utils.submissions import Copy, SafeCollect, SafeReleaseAssignment, bad_name
 
+from .conftest import fill_answers, nbgrader
 from .unix_users import ensure_user, require_unix_users, run_as, shared_folder
 
 A = "01_attention_intuition"
@@ -101,12 +101,7 @@ def test_copy_takes_only_files_of_the_entrys_owner(tmp_path, caplog):
 
 # -- a class on one machine ----------------------------------------------------------------------------------------
 def _nbgrader(course: Path, exchange: Path, *args: str, ok: bool = True) -> str:
-    env = {**os.environ, "PATH": "/usr/bin:/bin", "ATTN_EXCHANGE": str(exchange)}
-    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], check=False, cwd=course, capture_output=True,
-                          text=True, env=env, timeout=300)
-    out = proc.stdout + proc.stderr
-    assert (proc.returncode == 0) == ok, out[-4000:]
-    return out
+    return nbgrader(course, *args, env={"ATTN_EXCHANGE": str(exchange)}, ok=ok)
 
 
 def _as_student(user: str, home: Path, *args: str, submit: str | None = None) -> str:
@@ -173,11 +168,7 @@ print(json.dumps(done))
 
 
 def _solved(release: Path) -> str:
-    solution = {nbs.nbgrader_meta(c)["grade_id"]: c for c in nbs.read(nbs.solution_path(A)).cells}
-    nb = nbs.read(release)
-    for cell in filter(nbs.is_answer_cell, nb.cells):
-        cell.source = solution[nbs.nbgrader_meta(cell)["grade_id"]].source
-    return json.dumps(nb, indent=1)
+    return json.dumps(fill_answers(nbs.read(release), A), indent=1)
 
 
 @pytest.fixture(scope="module")
