@@ -27,6 +27,13 @@ WRONG_DIM = Mistake(
     "(a hard-coded dim=-1 or dim=0, or keepdim forgotten so the max/sum broadcast along the wrong axis?)",
     S_SAFE,
 )
+GLOBAL_MAX = Mistake(
+    "one max for the whole tensor",
+    "subtracting x.max() (the largest entry of the whole tensor) instead of the maximum along `dim` keeps exp "
+    "from overflowing, but a row whose scores all lie far below that global maximum underflows to exp = 0 "
+    "everywhere, and 0 / 0 is NaN; subtract each row's own maximum, x.max(dim=dim, keepdim=True)",
+    S_SAFE,
+)
 KEYS = Mistake(
     "weighting keys instead of values",
     "the output is weights @ keys; the keys only decide where to look, what comes back is the weighted sum of the values",
@@ -76,6 +83,16 @@ def ref_additive_scores(query, keys, W_q, W_k, w_v):
 def _naive_softmax(x, dim=-1):
     e = torch.exp(x)
     return e / e.sum(dim=dim, keepdim=True)
+
+
+def _global_max_softmax(x, dim=-1):
+    e = torch.exp(x - x.max())
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def _stability_mistakes(x, dim=-1):
+    """The two stability mistakes: no max at all, and one max for the whole tensor (G-7)."""
+    return {NO_MAX: _naive_softmax(x, dim), GLOBAL_MAX: _global_max_softmax(x, dim)}
 
 
 def _softmax_mistakes(actual, x, dim):
@@ -152,17 +169,17 @@ def test_softmax(check, refs, softmax):
     with check("no overflow at x = 1000", weight=3):
         x = 1000.0 + torch.randn(3, 6)
         out = softmax(x)
-        check.close(out, torch.softmax(x, dim=-1), "softmax of scores near 1000", mistakes={NO_MAX: _naive_softmax(x)})
+        check.close(out, torch.softmax(x, dim=-1), "softmax of scores near 1000", mistakes=_stability_mistakes(x))
     with check("each row is made stable on its own: rows around 0, 300, -300 and 1000 in one batch", weight=3):
         x = torch.randn(4, 8) + torch.tensor([[0.0], [300.0], [-300.0], [1000.0]])
         out = softmax(x)
         check.close(out, torch.softmax(x, dim=-1), "softmax of rows at very different scales",
-                    mistakes={NO_MAX: _naive_softmax(x)}, atol=1e-5)
+                    mistakes=_stability_mistakes(x), atol=1e-5)
     with check("shift invariance: softmax(x + c) == softmax(x) for a different large c in every row", weight=2):
         x = torch.randn(4, 7)
         c = 200.0 + 800.0 * torch.rand(4, 1)
         out = softmax(x + c)
-        check.close(out, torch.softmax(x, dim=-1), "softmax(x + c)", mistakes={NO_MAX: _naive_softmax(x + c)},
+        check.close(out, torch.softmax(x, dim=-1), "softmax(x + c)", mistakes=_stability_mistakes(x + c),
                     atol=1e-4)
     with check("rows of 2000 widely spread scores are finite, non-negative and sum to 1", weight=2):
         x = torch.randn(3, 2000) * 30
@@ -250,6 +267,17 @@ def test_additive_scores(check, refs, additive_scores):
         check.true(ok, "some scores exceed sum(|w_v|): each hidden unit goes through tanh, which lies in (-1, 1)",
                    None if ok else identify(out, _additive_mistakes(*args)))
 
+
+def _reference_parts():
+    def softmax(x, dim=-1):
+        return ref_softmax(x, dim)
+
+    return {"softmax": softmax}
+
+
+# While grading, the visible checks of a composite exercise run with these parts standing in for the learner's
+# (utils.checking.GradingChecker), as its hidden tests do: a bug in a part costs points in that part only.
+STAND_INS = {"attention_pool": _reference_parts}
 
 HIDDEN_TESTS = {
     "softmax": test_softmax,

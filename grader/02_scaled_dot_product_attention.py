@@ -93,6 +93,13 @@ KEYS_FROM_X = Mistake(
     CROSS,
 )
 
+SHARED_QK = Mistake(
+    "a projection shared between Q, K and V",
+    "the keys were projected with W_q (the same layer as the queries): every score is then q·W_q-projected "
+    "q, so a token's score with itself is always large and W_k is never used; keys need their own W_k",
+    CROSS,
+)
+
 
 # -- reference implementations (instructor side only) ------------------------------------------------
 def reference_sdpa(
@@ -151,10 +158,11 @@ def _linear(params: dict[str, torch.Tensor], name: str, x: torch.Tensor) -> torc
     return F.linear(x, params[f"{name}.weight"], params.get(f"{name}.bias"))
 
 
-def reference_self_attention(params, x, context=None, mask=None, *, keys_from_x=False, **switches):
+def reference_self_attention(params, x, context=None, mask=None, *, keys_from_x=False, key_layer="W_k",
+                             **switches):
     """SelfAttention.forward from a state dict (W_q.weight, W_q.bias, ...), with switches for the mistakes."""
     source = x if (context is None or keys_from_x) else context
-    q, k, v = _linear(params, "W_q", x), _linear(params, "W_k", source), _linear(params, "W_v", source)
+    q, k, v = _linear(params, "W_q", x), _linear(params, key_layer, source), _linear(params, "W_v", source)
     return reference_sdpa(q, k, v, mask, **switches)
 
 
@@ -166,6 +174,9 @@ def self_attention_mistakes(params, x, context=None, mask=None):
     if context is not None and mask is None:
         out, w = reference_self_attention(params, x, context, keys_from_x=True)
         outputs[KEYS_FROM_X], weights[KEYS_FROM_X] = out, w
+    if params["W_q.weight"].shape == params["W_k.weight"].shape:  # W_q can only stand in for W_k at the same width
+        out, w = reference_self_attention(params, x, context, mask, key_layer="W_q")
+        outputs[SHARED_QK], weights[SHARED_QK] = out, w
     return outputs, weights
 
 
@@ -390,6 +401,16 @@ def test_self_attention(check, refs, SelfAttention):
         _test_self_attention(check, refs, SelfAttention)
     _gradients_reach_the_projections(check, SelfAttention)  # on the learner's own parts: the stand-in has no gradient
 
+
+def _reference_parts():
+    def scaled_dot_product_attention(q, k, v, mask=None):
+        return reference_sdpa(q, k, v, mask)
+
+    return {"scaled_dot_product_attention": scaled_dot_product_attention}
+
+
+# While grading, the visible checks of a composite exercise run with these parts standing in for the learner's.
+STAND_INS = {"SelfAttention": _reference_parts}
 
 HIDDEN_TESTS = {
     "scaled_dot_product_attention": test_scaled_dot_product_attention,

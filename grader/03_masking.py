@@ -419,6 +419,23 @@ def _test_build_attention_mask(check, refs, build_attention_mask):
                                         QUERY_PAD: ref_build(lens, 3, 5, query_axis=True).long()}))
 
 
+def _reference_masks():
+    def causal_mask(L):
+        return ref_causal(L)
+
+    def padding_mask(lengths, max_len):
+        return ref_padding(lengths, max_len)
+
+    def sliding_window_mask(L, window):
+        return ref_window(L, window)
+
+    return {"causal_mask": causal_mask, "padding_mask": padding_mask, "sliding_window_mask": sliding_window_mask}
+
+
+# While grading, the visible checks of a composite exercise run with these parts standing in for the learner's
+# (utils.checking.GradingChecker), as its hidden tests do: a bug in a part costs points in that part only.
+STAND_INS = {"build_attention_mask": _reference_masks}
+
 HIDDEN_TESTS = {
     "causal_mask": test_causal_mask,
     "padding_mask": test_padding_mask,

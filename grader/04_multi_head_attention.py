@@ -7,6 +7,7 @@ import math
 import torch
 from torch import nn
 
+from utils.attention_variants import attention
 from utils.grading import CheckFailure, Mistake, expect_pair, load_weights, standing_in
 
 NOTEBOOK = "04_multi_head_attention"
@@ -54,6 +55,68 @@ AVERAGE_MERGE = Mistake(
     "concatenated side by side, (B, L, h*d)",
     MERGE,
 )
+STRIDED_SPLIT = Mistake(
+    "heads split with a strided view",
+    "x.view(B, L, d, h).permute(0, 3, 1, 2) has the right shape, but head i gets features i, i + h, i + 2h, ... "
+    "(every h-th feature) instead of its own block of d neighbouring ones; view as (B, L, h, d), then "
+    "transpose(1, 2)",
+    SPLIT,
+)
+STRIDED_BOTH = Mistake(
+    "heads split with a strided view",
+    "the heads were split with view(B, L, d, h).permute(0, 3, 1, 2) (and merged back the same way): head i reads "
+    "every h-th feature of the projections instead of its own block of d neighbouring ones, so the heads are not "
+    "the slices W_q[i*d:(i+1)*d] that the weights were trained as; view as (B, L, h, d), then transpose(1, 2)",
+    SPLIT,
+)
+# The concepts of attention itself, as they show up inside the module (02 explains each for one head).
+NO_SCALE = Mistake(
+    "no 1/sqrt(d_k) scaling",
+    "the heads' raw dot products went into the softmax; their spread grows like sqrt(d_k), so the softmax "
+    "saturates; divide each head's scores by sqrt(d_k), d_k = d_model / h",
+    PIPELINE,
+)
+SCALE_DK = Mistake(
+    "scaling by 1/d_k",
+    "each head's scores were divided by d_k instead of sqrt(d_k), which flattens every head's weights towards "
+    "a uniform average",
+    PIPELINE,
+)
+MASK_INVERTED = Mistake(
+    "mask polarity inverted",
+    "the scores were set to -inf where the mask is True; in this course True means 'may attend', so fill where "
+    "the mask is False (~mask)",
+    PIPELINE,
+)
+WRONG_DIM = Mistake(
+    "softmax over the wrong dim",
+    "the softmax normalised each head's scores over the queries (dim=-2) instead of over the keys (dim=-1)",
+    PIPELINE,
+)
+SHARED_KV = Mistake(
+    "a projection shared between Q, K and V",
+    "the values were projected with W_k (or the keys with W_v): keys and values share one projection, so what "
+    "a head reads is tied to where it looks; each of q, k, v has its own nn.Linear",
+    PIPELINE,
+)
+SHARED_QKV = Mistake(
+    "a projection shared between Q, K and V",
+    "the keys and values were projected with W_q: one projection for all three, so the heads cannot learn "
+    "separate roles for asking, matching and reading; use W_k and W_v",
+    PIPELINE,
+)
+SWAPPED = Mistake(
+    "query and key/value inputs swapped",
+    "the queries were projected from `key` and the keys and values from `query`; forward(query, key, value) "
+    "takes the sequence that asks first and the one that is read second",
+    PIPELINE,
+)
+SWAPPED_KV = Mistake(
+    "query and key/value inputs swapped",
+    "the keys were projected from `value` and the values from `key`; where to look comes from `key`, what is "
+    "read from `value`",
+    PIPELINE,
+)
 AVERAGE_WEIGHTS = Mistake(
     "averaging heads",
     "the attention weights were averaged over the heads, (B, Lq, Lk), as torch.nn.MultiheadAttention "
@@ -63,15 +126,21 @@ AVERAGE_WEIGHTS = Mistake(
 
 
 # -- reference implementations (instructor side only) ------------------------------------------------
-def reference_split_heads(x: torch.Tensor, num_heads: int, *, transpose: bool = True) -> torch.Tensor:
+def reference_split_heads(x: torch.Tensor, num_heads: int, *, transpose: bool = True, strided: bool = False
+                          ) -> torch.Tensor:
     B, L, D = x.shape
+    if strided:  # G-8: view(B, L, d, h).permute(0, 3, 1, 2), head i = features i, i + h, ...
+        return x.reshape(B, L, D // num_heads, num_heads).permute(0, 3, 1, 2)
     if not transpose:
         return x.reshape(B, num_heads, L, D // num_heads)
     return x.reshape(B, L, num_heads, D // num_heads).transpose(1, 2)
 
 
-def reference_merge_heads(x: torch.Tensor, *, transpose: bool = True, average: bool = False) -> torch.Tensor:
+def reference_merge_heads(x: torch.Tensor, *, transpose: bool = True, average: bool = False, strided: bool = False
+                          ) -> torch.Tensor:
     B, h, L, d = x.shape
+    if strided:  # the inverse of the strided split
+        return x.permute(0, 2, 3, 1).reshape(B, L, h * d)
     if average:
         return x.mean(dim=1)
     if not transpose:
@@ -91,41 +160,85 @@ def reference_mha(
     merge_transpose: bool = True,
     scale_width: str = "d_k",
     use_w_o: bool = True,
+    strided: str = "",
+    projections: tuple[str, str, str] = ("W_q", "W_k", "W_v"),
+    inputs: str = "qkv",
+    concept: str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Multi-head attention from a state dict (W_q.weight, W_q.bias, ...), with switches for the mistakes."""
+    """Multi-head attention from a state dict (W_q.weight, W_q.bias, ...), with switches for the mistakes.
+
+    `strided`: "split" or "both" (G-8); `projections`: which layer makes q, k, v; `inputs`: which of query (q),
+    key (k), value (v) each projection reads ("kqq": query and key/value swapped); `concept`: one of
+    utils.attention_variants' standard attention mistakes, made inside every head."""
 
     def linear(x: torch.Tensor, name: str) -> torch.Tensor:
         bias = params.get(f"{name}.bias")
         return torch.nn.functional.linear(x, params[f"{name}.weight"], bias)
 
     d_model = query.shape[-1]
-    q = reference_split_heads(linear(query, "W_q"), num_heads, transpose=split_transpose)
-    k = reference_split_heads(linear(key, "W_k"), num_heads, transpose=split_transpose)
-    v = reference_split_heads(linear(value, "W_v"), num_heads, transpose=split_transpose)
-    width = d_model // num_heads if scale_width == "d_k" else d_model
-    scores = q @ k.transpose(-2, -1) / math.sqrt(width)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
-    out = reference_merge_heads(weights @ v, transpose=merge_transpose)
+    source = {"q": query, "k": key, "v": value}
+    split_strided = strided in ("split", "both")
+    q, k, v = (reference_split_heads(linear(source[i], w), num_heads, transpose=split_transpose, strided=split_strided)
+               for i, w in zip(inputs, projections))
+    d_k = d_model // num_heads
+    switches = {}
+    if concept is not None:
+        switches = {"no_scale": {"divisor": 1.0}, "scale_dk": {"divisor": float(d_k)},
+                    "mask_inverted": {"invert_mask": True}, "softmax_wrong_dim": {"softmax_dim": -2}}[concept]
+    if scale_width != "d_k":
+        switches = {"divisor": math.sqrt(d_model)}
+    out, weights = attention(q, k, v, mask, **switches)
+    out = reference_merge_heads(out, transpose=merge_transpose, strided=strided == "both")
     if use_w_o:
         out = linear(out, "W_o")
     return out, weights
 
 
 def mha_mistakes(params, query, key, value, mask, num_heads):
-    """{Mistake: wrong output} and {Mistake: wrong weights} for every catalogued MHA mistake."""
+    """{Mistake: wrong output} and {Mistake: wrong weights} for every catalogued MHA mistake.
+
+    A variant is offered only where it predicts an answer the right one is not: where it equals the reference (one
+    head of width 1, a query that is also the key), an answer that has the mistake would be right, and a right answer
+    must not count against it. So is one whose output has another shape than the right one (query and key swapped
+    when Lq != Lk).
+    """
     args = (params, query, key, value, mask, num_heads)
-    variants = {
-        VIEW_SPLIT: reference_mha(*args, split_transpose=False),
-        VIEW_MERGE: reference_mha(*args, merge_transpose=False),
-        VIEW_BOTH: reference_mha(*args, split_transpose=False, merge_transpose=False),
-        SCALE_D_MODEL: reference_mha(*args, scale_width="d_model"),
-        MISSING_W_O: reference_mha(*args, use_w_o=False),
+    right_out, right_w = reference_mha(*args)
+    switches = {
+        VIEW_SPLIT: {"split_transpose": False},
+        VIEW_MERGE: {"merge_transpose": False},
+        VIEW_BOTH: {"split_transpose": False, "merge_transpose": False},
+        SCALE_D_MODEL: {"scale_width": "d_model"},
+        MISSING_W_O: {"use_w_o": False},
+        STRIDED_SPLIT: {"strided": "split"},
+        STRIDED_BOTH: {"strided": "both"},
+        NO_SCALE: {"concept": "no_scale"},
+        SCALE_DK: {"concept": "scale_dk"},
+        WRONG_DIM: {"concept": "softmax_wrong_dim"},
+        SHARED_KV: {"projections": ("W_q", "W_k", "W_k")},
+        SHARED_QKV: {"projections": ("W_q", "W_q", "W_q")},
+        SWAPPED: {"inputs": "kqq"},
+        SWAPPED_KV: {"inputs": "qvk"},
     }
-    outputs = {m: out for m, (out, _) in variants.items()}
-    weights = {m: w for m, (_, w) in variants.items() if m is not MISSING_W_O and m is not VIEW_MERGE}
-    weights[AVERAGE_WEIGHTS] = reference_mha(*args)[1].mean(dim=1)
+    if mask is not None:
+        switches[MASK_INVERTED] = {"concept": "mask_inverted"}
+    variants = {}
+    for mistake, how in switches.items():
+        try:
+            variants[mistake] = reference_mha(*args, **how)
+        except RuntimeError:  # the mistake cannot run on these shapes (query and key swapped, Lq != Lk, a mask)
+            continue
+
+    def differs(a, b):
+        return a.shape != b.shape or not torch.allclose(a, b, rtol=1e-4, atol=1e-5, equal_nan=True)
+
+    def predicts(t, right):
+        return t.shape == right.shape and differs(t, right) and bool(torch.isfinite(t).any())
+
+    no_weights = {MISSING_W_O, VIEW_MERGE}  # mistakes after the softmax leave the weights right
+    outputs = {m: out for m, (out, _) in variants.items() if predicts(out, right_out)}
+    weights = {m: w for m, (_, w) in variants.items() if m not in no_weights and predicts(w, right_w)}
+    weights[AVERAGE_WEIGHTS] = right_w.mean(dim=1)
     return outputs, weights
 
 
@@ -170,12 +283,20 @@ def make_references() -> dict[str, torch.Tensor]:
 
 
 # -- hidden tests --------------------------------------------------------------------------------------
+def _split_mistakes(x: torch.Tensor, h: int) -> dict:
+    """The split mistakes that predict something here (with one feature per head, the strided split is right)."""
+    right = reference_split_heads(x, h)
+    wrong = {VIEW_SPLIT: reference_split_heads(x, h, transpose=False),
+             STRIDED_SPLIT: reference_split_heads(x, h, strided=True)}
+    return {m: t for m, t in wrong.items() if not torch.equal(t, right)}
+
+
 def test_split_heads(check, refs, split_heads):
     with check("matches the reference on a hidden input (B=2, L=5, D=12, h=3)", weight=2):
         x = refs["split_heads.x"]
         check.close(
             split_heads(x.clone(), 3), refs["split_heads.out"], "split_heads(x, 3)",
-            mistakes={VIEW_SPLIT: reference_split_heads(x, 3, transpose=False)},
+            mistakes=_split_mistakes(x, 3),
         )
     with check("fresh random inputs of several shapes (h = 2, 5, 20: down to one feature per head)"):
         for B, L, D, h in [(3, 7, 20, 2), (1, 9, 20, 5), (2, 3, 20, 20)]:
@@ -183,7 +304,7 @@ def test_split_heads(check, refs, split_heads):
                 x = torch.randn(B, L, D)
                 check.close(
                     split_heads(x.clone(), h), reference_split_heads(x, h), f"split_heads(x of shape {(B, L, D)}, {h})",
-                    mistakes={VIEW_SPLIT: reference_split_heads(x, h, transpose=False)},
+                    mistakes=_split_mistakes(x, h),
                 )
     with check("one head: split_heads(x, 1) is x with a head axis of size 1"):
         x = torch.randn(2, 6, 8)
@@ -192,7 +313,8 @@ def test_split_heads(check, refs, split_heads):
         x = torch.randn(2, 11, 24)
         check.close(
             reference_merge_heads(split_heads(x.clone(), 6)), x, "merge(split_heads(x, 6))",
-            mistakes={VIEW_SPLIT: reference_merge_heads(reference_split_heads(x, 6, transpose=False))},
+            mistakes={VIEW_SPLIT: reference_merge_heads(reference_split_heads(x, 6, transpose=False)),
+                      STRIDED_SPLIT: reference_merge_heads(reference_split_heads(x, 6, strided=True))},
         )
     with check("a width that heads cannot share evenly (D=10, h=4) raises ValueError with a message"):
         try:
@@ -210,6 +332,8 @@ def test_split_heads(check, refs, split_heads):
 
 
 def test_merge_heads(check, refs, merge_heads):
+    # A merge written as the inverse of the strided split, permute(0, 2, 3, 1), is left to the generic diagnosis
+    # ("two axes merged in the opposite order"), which says exactly what it does.
     def mistakes(x):
         return {
             VIEW_MERGE: reference_merge_heads(x, transpose=False),
@@ -259,9 +383,15 @@ def _run(module, query, key, value, mask):
 
 def _compare(check, module, params, query, key, value, mask, num_heads, out_ref, w_ref, what, **tol):
     out, weights = _run(module, query, key, value, mask)
-    wrong_out, wrong_w = mha_mistakes(params, query, key, value, mask, num_heads)
-    check.close(out, out_ref, f"output ({what})", mistakes=wrong_out, **tol)
-    check.close(weights, w_ref, f"weights ({what})", mistakes=wrong_w, **tol)
+    cache: list = []
+
+    def wrong(i: int) -> dict:  # computed once, and only for a wrong answer
+        if not cache:
+            cache.append(mha_mistakes(params, query, key, value, mask, num_heads))
+        return cache[0][i]
+
+    check.close(out, out_ref, f"output ({what})", mistakes=lambda: wrong(0), **tol)
+    check.close(weights, w_ref, f"weights ({what})", mistakes=lambda: wrong(1), **tol)
 
 
 def params_from_torch(reference: nn.MultiheadAttention) -> dict[str, torch.Tensor]:
@@ -322,6 +452,9 @@ def _test_multi_head_attention(check, refs, MultiHeadAttention):
     with check("matches torch.nn.MultiheadAttention: causal (Lq, Lk) mask, larger input (B=2, L=40, d_model=64, h=8)"):
         _against_torch(check, MultiHeadAttention, B=2, Lq=40, Lk=40, d_model=64, num_heads=8, bias=True,
                        mask_kind="causal", self_attention=True, atol=2e-5)
+    with check("matches torch.nn.MultiheadAttention: cross-attention with Lq = Lk, query, key and value all different, causal mask"):
+        _against_torch(check, MultiHeadAttention, B=2, Lq=6, Lk=6, d_model=16, num_heads=4, bias=True,
+                       mask_kind="causal", self_attention=False)
     with check("matches torch.nn.MultiheadAttention with a single head (d_k = d_model)"):
         _against_torch(check, MultiHeadAttention, B=2, Lq=5, Lk=6, d_model=8, num_heads=1, bias=True,
                        mask_kind="padding", self_attention=False)
@@ -375,6 +508,20 @@ def test_multi_head_attention(check, refs, MultiHeadAttention):
     with standing_in(MultiHeadAttention, split_heads=split_heads, merge_heads=merge_heads):
         _test_multi_head_attention(check, refs, MultiHeadAttention)
 
+
+def _reference_heads():
+    def split_heads(x, num_heads):
+        return reference_split_heads(x, num_heads)
+
+    def merge_heads(x):
+        return reference_merge_heads(x)
+
+    return {"split_heads": split_heads, "merge_heads": merge_heads}
+
+
+# While grading, the visible checks of a composite exercise run with these parts standing in for the learner's
+# (utils.checking.GradingChecker), as its hidden tests do: a bug in a part costs points in that part only.
+STAND_INS = {"MultiHeadAttention": _reference_heads}
 
 HIDDEN_TESTS = {
     "split_heads": test_split_heads,

@@ -50,6 +50,19 @@ INTERLEAVED_ROPE = Mistake(
     "6. Rotary position embedding (RoPE)",
 )
 
+POSITIONS_FROM_1 = Mistake(
+    "positions counted from 1",
+    "your table's row pos holds the encoding of position pos + 1: the positions run 1..max_len instead of "
+    "0..max_len-1, so the first token does not get PE[0] = (0, 1, 0, 1, ...); use torch.arange(max_len)",
+    "2. Sinusoidal encoding",
+)
+ROPE_IGNORES_POSITIONS = Mistake(
+    "RoPE ignores `positions`",
+    "the rotation angles come from torch.arange(L), each token's index in x, instead of the `positions` "
+    "argument; with a KV cache or a shifted window the positions are not 0..L-1, and the rotation must follow them",
+    "6. Rotary position embedding (RoPE)",
+)
+
 # Bases a learner might use by accident: typos, and log10 / ln mix-ups inside exp(-2i/d * log(base)).
 # (Base 100 is missing on purpose: 100^(2i/d) = 10000^(i/d), so it is the EXP_I mistake and named as that.)
 WRONG_BASES = (1000.0, 10.0, 100000.0, math.exp(4.0), 10.0 ** math.log(10000.0), 2.0 * math.pi * 10000.0)
@@ -62,8 +75,9 @@ def _freqs(d: int, base: float = 10000.0, two: float = 2.0) -> torch.Tensor:
 
 
 def reference_sinusoidal(max_len: int, d_model: int, base: float = 10000.0, two: float = 2.0,
-                         layout: str = "interleaved") -> torch.Tensor:
-    angle = torch.arange(max_len, dtype=torch.float64)[:, None] * _freqs(d_model, base, two)  # (max_len, d/2)
+                         layout: str = "interleaved", start: int = 0) -> torch.Tensor:
+    positions = torch.arange(start, start + max_len, dtype=torch.float64)
+    angle = positions[:, None] * _freqs(d_model, base, two)  # (max_len, d/2)
     if layout == "interleaved":
         pe = torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(-2)  # sin, cos, sin, cos, ...
     else:
@@ -114,6 +128,7 @@ def _table_mistakes(actual, max_len: int, d_model: int, transform=lambda pe: pe)
         CONCAT: transform(reference_sinusoidal(max_len, d_model, layout="concat")),
         EXP_I: transform(reference_sinusoidal(max_len, d_model, two=1.0)),
         WRONG_BASE: _nearest(actual, [transform(reference_sinusoidal(max_len, d_model, base=b)) for b in WRONG_BASES]),
+        POSITIONS_FROM_1: transform(reference_sinusoidal(max_len, d_model, start=1)),
     }
 
 
@@ -172,7 +187,8 @@ def test_sinusoidal_encoding(check, refs, sinusoidal_encoding):
         check.true(torch.isfinite(pe).all() and pe.abs().max() <= 1 + 1e-6, "sines and cosines lie in [-1, 1].")
     with check("position 0 is (0, 1, 0, 1, ...) for a wide table"):
         pe = sinusoidal_encoding(3, 30)
-        check.close(pe[0], torch.tensor([0.0, 1.0] * 15), "PE[0]")
+        check.close(pe[0], torch.tensor([0.0, 1.0] * 15), "PE[0]",
+                    mistakes={POSITIONS_FROM_1: reference_sinusoidal(3, 30, start=1)[0]})
     with check("an odd d_model raises ValueError"):
         check.true(_raises_value_error(sinusoidal_encoding, 10, 7),
                    "sinusoidal_encoding(10, 7) should raise ValueError: the dimensions come in (sin, cos) pairs.")
@@ -269,10 +285,12 @@ def test_apply_rope(check, refs, apply_rope):
             INTERLEAVED_ROPE: _nearest(out, [reference_rope(x, positions, pairing=p) for p in ("interleaved", "mixed")]),
             EXP_I: reference_rope(x, positions, two=1.0),
             WRONG_BASE: _nearest(out, [reference_rope(x, positions, base=b) for b in WRONG_BASES]),
+            ROPE_IGNORES_POSITIONS: reference_rope(x, torch.arange(x.shape[-2])),
         }
         check.close(out, refs["rope.out"], "apply_rope(x, positions)", mistakes=mistakes, atol=1e-4)
     with check("honours the base argument (base=500)"):
         check.close(apply_rope(x, positions, base=500), refs["rope.out_base500"], "apply_rope(x, positions, base=500)",
+                    mistakes={ROPE_IGNORES_POSITIONS: reference_rope(x, torch.arange(x.shape[-2]), base=500)},
                     atol=1e-4)
     with check("scores depend only on m - n (fresh non-square q, k and a random shift)"):
         q, k = torch.randn(2, 3, 5, 16, dtype=torch.float64), torch.randn(2, 3, 9, 16, dtype=torch.float64)
@@ -302,6 +320,17 @@ def test_PositionalEncoding(check, refs, PositionalEncoding):
     with standing_in(PositionalEncoding, sinusoidal_encoding=sinusoidal_encoding):
         _test_PositionalEncoding(check, refs, PositionalEncoding)
 
+
+def _reference_table():
+    def sinusoidal_encoding(max_len, d_model):
+        return reference_sinusoidal(max_len, d_model)
+
+    return {"sinusoidal_encoding": sinusoidal_encoding}
+
+
+# While grading, the visible checks of a composite exercise run with these parts standing in for the learner's
+# (utils.checking.GradingChecker), as its hidden tests do: a bug in a part costs points in that part only.
+STAND_INS = {"PositionalEncoding": _reference_table}
 
 HIDDEN_TESTS = {
     "sinusoidal_encoding": test_sinusoidal_encoding,

@@ -8,6 +8,9 @@ MISTAKES = [
     # softmax
     {"cell": "softmax", "old": "shifted = x - x.max(dim=dim, keepdim=True).values", "new": "shifted = x",
      "exercise": "softmax", "mistake": "no max-subtraction"},
+    # G-7: one max for the whole tensor: no overflow, but rows far below it underflow to 0 / 0
+    {"cell": "softmax", "old": "shifted = x - x.max(dim=dim, keepdim=True).values", "new": "shifted = x - x.max()",
+     "exercise": "softmax", "mistake": "one max for the whole tensor"},
     {"cell": "softmax", "old": "    ### BEGIN SOLUTION\n", "new": "    ### BEGIN SOLUTION\n    dim = 0\n",
      "exercise": "softmax", "mistake": "wrong dim"},
     {"cell": "softmax", "old": "    ### BEGIN SOLUTION\n", "new": "    ### BEGIN SOLUTION\n    dim = -1\n",

@@ -47,6 +47,8 @@ MISTAKES = [
      "exercise": "SelfAttention", "mistake": "scaling by sqrt(d_model) or sqrt(L)"},
     {"cell": "SelfAttention", "old": "source = x if context is None else context", "new": "source = x",
      "exercise": "SelfAttention", "mistake": "cross-attention keys from x"},
+    {"cell": "SelfAttention", "old": "k = self.W_k(source)", "new": "k = self.W_q(source)",
+     "exercise": "SelfAttention", "mistake": "a projection shared between Q, K and V"},
 ]
 
 # Correct answers written differently must keep full marks (all applied together).

@@ -27,6 +27,30 @@ MISTAKES = [
      "exercise": "MultiHeadAttention", "mistake": "scaling by sqrt(d_model)"},
     {"cell": "MultiHeadAttention", "old": "output = self.W_o(merge_heads(heads))", "new": "output = merge_heads(heads)",
      "exercise": "MultiHeadAttention", "mistake": "missing W_o"},
+    # G-8: the heads split with a strided view: the right shape, head i = features i, i + h, ...
+    {"cell": "split_heads", "old": "x.view(B, L, num_heads, D // num_heads).transpose(1, 2)",
+     "new": "x.view(B, L, D // num_heads, num_heads).permute(0, 3, 1, 2)",
+     "exercise": "split_heads", "mistake": "heads split with a strided view"},
+    # The concepts of attention, inside the module (02 names them in its function; they are the same mistakes here).
+    {"cell": "MultiHeadAttention", "old": "(q / math.sqrt(self.d_k)) @ k.transpose(-2, -1)",
+     "new": "q @ k.transpose(-2, -1)",
+     "exercise": "MultiHeadAttention", "mistake": "no 1/sqrt(d_k) scaling"},
+    {"cell": "MultiHeadAttention", "old": "math.sqrt(self.d_k)", "new": "self.d_k",
+     "exercise": "MultiHeadAttention", "mistake": "scaling by 1/d_k"},
+    {"cell": "MultiHeadAttention", "old": "scores.masked_fill(~mask,", "new": "scores.masked_fill(mask,",
+     "exercise": "MultiHeadAttention", "mistake": "mask polarity inverted"},
+    {"cell": "MultiHeadAttention", "old": "torch.softmax(scores, dim=-1)", "new": "torch.softmax(scores, dim=-2)",
+     "exercise": "MultiHeadAttention", "mistake": "softmax over the wrong dim"},
+    {"cell": "MultiHeadAttention", "old": "v = split_heads(self.W_v(value)", "new": "v = split_heads(self.W_k(value)",
+     "exercise": "MultiHeadAttention", "mistake": "a projection shared between Q, K and V"},
+    {"cell": "MultiHeadAttention",
+     "old": "q = split_heads(self.W_q(query), self.num_heads)    # (B, h, Lq, d_k)\n"
+            "        k = split_heads(self.W_k(key), self.num_heads)      # (B, h, Lk, d_k)\n"
+            "        v = split_heads(self.W_v(value), self.num_heads)    # (B, h, Lk, d_k)",
+     "new": "q = split_heads(self.W_q(key), self.num_heads)\n"
+            "        k = split_heads(self.W_k(query), self.num_heads)\n"
+            "        v = split_heads(self.W_v(query), self.num_heads)",
+     "exercise": "MultiHeadAttention", "mistake": "query and key/value inputs swapped"},
     # Per-head weights averaged, as torch.nn.MultiheadAttention returns them by default.
     {"cell": "MultiHeadAttention", "old": "return output, weights", "new": "return output, weights.mean(dim=1)",
      "exercise": "MultiHeadAttention", "mistake": "averaging heads"},

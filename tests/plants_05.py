@@ -5,6 +5,14 @@ NOTEBOOK = "05_positional_encoding"
 # Each mistake is planted into answer cell `cell` by replacing `old` (exactly once) with `new`;
 # grading must lose some (not all) points on `exercise` and name `mistake` there.
 MISTAKES = [
+    # G-9: positions 1..max_len
+    {"cell": "sinusoidal_encoding", "old": "position = torch.arange(max_len, dtype=torch.float32)[:, None]",
+     "new": "position = torch.arange(1, max_len + 1, dtype=torch.float32)[:, None]",
+     "exercise": "sinusoidal_encoding", "mistake": "positions counted from 1"},
+    # G-10: RoPE at each token's index in x, whatever `positions` says
+    {"cell": "apply_rope", "old": "angle = positions.to(device=x.device, dtype=torch.float32)[:, None] * theta",
+     "new": "angle = torch.arange(x.shape[-2], device=x.device, dtype=torch.float32)[:, None] * theta",
+     "exercise": "apply_rope", "mistake": "RoPE ignores `positions`"},
     {"cell": "PositionalEncoding", "old": "        return self.dropout(x + self.pe[:L])",
      "new": "        return F.dropout(x + self.pe[:L], p=self.dropout.p, training=True)",
      "exercise": "PositionalEncoding", "mistake": "dropout active in eval mode"},

@@ -143,11 +143,15 @@ def test_a_mistake_seen_by_several_checks_is_explained_once():
     for name in ("first", "second", "third"):
         with check(name):
             check.close(wrong.clone(), torch.ones(2), mistakes={NO_SCALE: wrong})
-    feedback = check.score().report["feedback"]
-    assert feedback.count("scores grow with d_k") == 1
-    # the two repeats say the same thing, so they share one line
-    assert feedback.count("(the same known mistake, no scaling)") == 1
-    assert "[second] (and 1 more check) output differs" in feedback and len(feedback.splitlines()) == 2
+    report = check.score().report
+    feedback = report["feedback"]
+    # verdict first: the mistake and its section on the first line, then the checks that show it, sharing one line
+    assert feedback.splitlines()[0] == NO_SCALE.describe() and feedback.count("scores grow with d_k") == 1
+    assert "[first] (and 2 more checks) output differs" in feedback and len(feedback.splitlines()) == 2
+    # each check's own message (the table's fold, `attn check --verbose`) explains it once and refers to it after
+    messages = [c["message"] for c in report["checks"]]
+    assert "scores grow with d_k" in messages[0]
+    assert all(m.endswith("(the same known mistake, no scaling)") for m in messages[1:]), messages
 
 
 def test_a_mistake_is_named_only_if_no_comparison_that_offered_it_contradicts_it():
@@ -300,3 +304,83 @@ def test_live_kernel_names_the_syntax_error_that_left_an_exercise_undefined():
     assert len(messages) == 2, proc.stdout + proc.stderr
     assert "its cell has a SyntaxError on line 2: `e = x.exp(`" in messages[0]
     assert "SyntaxError" not in messages[1] and "NameError" in messages[1]  # its cell compiles now: not the reason
+
+
+# -- verdict first: the likely mistake on the first line, the few checks that show it, the rest one flag away --------
+def _five_failures(mistake: Mistake | None) -> Checker:
+    check = Checker("ex", points=6)
+    with check("passes"):
+        check.close(torch.ones(2), torch.ones(2))
+    with check("crashes first"):
+        raise RuntimeError("The size of tensor a (6) must match the size of tensor b (4)")
+    for i in range(4):
+        with check(f"reference {i}"):
+            wrong = torch.arange(1.0, 7.0) * (i + 2)
+            check.close(wrong.clone() * 2, wrong, mistakes={mistake: wrong * 2} if mistake else None)
+    return check
+
+
+def test_the_first_line_of_feedback_names_the_likely_mistake_then_at_most_three_checks():
+    report = _five_failures(NO_SCALE).score().report
+    lines = report["feedback"].splitlines()
+    assert lines[0] == NO_SCALE.describe(), lines  # the verdict leads, ahead of the crash that came first
+    shown = [line for line in lines[1:] if line.startswith("[")]
+    assert len(shown) <= grading.LEAD_CHECKS and shown[0].startswith("[reference 0]"), lines
+    assert lines[-1].startswith("(and ") and "attn check --verbose" in lines[-1], lines
+    assert "RuntimeError" not in report["feedback"]  # one of the checks behind the flag
+    assert report["feedback"].count("scores grow with d_k") == 1
+    # every check is still in the report (the table's fold, `attn check --verbose`), each with its whole message
+    assert [c["name"] for c in report["checks"]][:2] == ["passes", "crashes first"]
+    assert "RuntimeError" in report["checks"][1]["message"]
+    assert report["verdict"] == NO_SCALE.describe() and report["lead"][0] == 2
+
+
+def test_without_a_catalogued_mistake_the_generic_diagnosis_is_the_verdict():
+    report = _five_failures(None).score().report
+    first = report["feedback"].splitlines()[0]
+    assert first.startswith("Diagnosis: ") and "multiplied by 2" in first, first
+    assert report["mistake"] is None and "known mistake" not in report["feedback"]
+
+
+def test_the_table_leads_with_the_verdict_and_folds_every_check_into_details():
+    failed = _five_failures(NO_SCALE).score()
+    page = failed._repr_mimebundle_()["text/html"]
+    assert page.index("scores grow with d_k") < page.index("<table") < page.index("<details>")
+    assert "all 6 checks (1 passed, 5 failed)" in page and page.count("crashes first") == 1  # only in the fold
+    check = Checker("ex", points=1)  # a passed exercise: one table, as before (stored notebook outputs stay as they were)
+    with check("fine"):
+        check.close(torch.ones(2), torch.ones(2))
+    report = check.score().report
+    assert "lead" not in report and "verdict" not in report
+    assert "<details>" not in grading._report_html(report)
+
+
+def test_attn_check_verbose_lists_every_check():
+    from utils.checking import render
+
+    report = _five_failures(NO_SCALE).score().report
+    ex = {k: report[k] for k in ("id", "score", "max_score", "passed", "feedback", "mistake")}
+    result = {"notebook": "nb", "score": ex["score"], "max_score": 6.0, "exercises": [ex],
+              "_checks": {"ex": report["checks"]}}
+    short, verbose = render(result), render(result, verbose=True)
+    assert "RuntimeError" not in short and "attn check --verbose" in short
+    assert "RuntimeError" in verbose and "[passes]" in verbose and "attn check --verbose" not in verbose
+
+
+def test_attention_variants_compute_the_standard_mistakes_from_q_k_v():
+    import math
+
+    from utils.attention_variants import attention, attention_variants
+
+    q, k, v = torch.randn(2, 3, 5, 8), torch.randn(2, 3, 7, 8), torch.randn(2, 3, 7, 4)
+    mask = torch.rand(5, 7) > 0.3
+    mask[:, 0] = True
+    out, w = attention(q, k, v, mask)
+    torch.testing.assert_close(out, torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+    variants = attention_variants(q, k, v, mask, d_model=24)
+    torch.testing.assert_close(variants["no_scale"][0],
+                               torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0))
+    torch.testing.assert_close(variants["scale_d_model"][1], attention(q, k, v, mask, divisor=math.sqrt(24))[1])
+    assert "mask_inverted" not in attention_variants(q, k, v) and "scale_d_model" not in attention_variants(q, k, v)
+    with pytest.raises(KeyError):
+        attention_variants(q, k, v, concepts=("no_such_mistake",))

@@ -25,6 +25,8 @@ def score_output(result: dict[str, Any], count: int) -> NotebookNode:
     report = {"id": result["id"], "score": result["score"], "max_score": result["max_score"],
               "passed": result["passed"], "feedback": result["feedback"], "mistake": result["mistake"],
               "graded": True, "checks": result.get("checks", [])}
+    if "lead" in result:  # verdict first in the feedback HTML too (grading._report_html)
+        report["verdict"], report["lead"] = result.get("verdict"), result["lead"]
     if not report["checks"]:
         report["checks"] = [{"name": "grading", "passed": False, "hidden": False, "message": result["feedback"]}]
     data = {"text/plain": repr(float(result["score"])), "text/html": _report_html(report), RESULT_MIME: report}

@@ -24,7 +24,6 @@ import json
 import math
 import os
 import secrets
-import shutil
 import textwrap
 import time
 import warnings
@@ -34,10 +33,11 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+import torch
 from nbformat import NotebookNode
 
 from . import notebooks as nbs
-from .grading import Checker, grader_dir, load_grader, load_references
+from .grading import Checker, grader_dir, load_grader, load_references, standing_in
 
 #: Seconds the checks of one exercise may take, all calls into the learner's code included.
 EXERCISE_TIME_LIMIT_S = float(os.environ.get("ATTN_EXERCISE_TIME_LIMIT", "10"))
@@ -155,6 +155,28 @@ class GradingChecker(Checker):
         self._preloaded = hidden
         self._worker = worker
         self._started = started
+        self._subject: Any = None  # the learner's object for this exercise (a proxy), for `STAND_INS`
+
+    @contextlib.contextmanager
+    def __call__(self, name: str, weight: float = 1.0) -> Any:
+        """One check; a visible check of a composite exercise runs it with the grader's parts standing in.
+
+        A grader lists, in `STAND_INS`, the earlier exercises each composite calls by name (02's SelfAttention
+        calls scaled_dot_product_attention): while grading, the visible checks then grade the composite on its own,
+        as its hidden tests do (they stand the parts in themselves), so a bug in a part costs points once."""
+        parts = None if self._hidden or self._subject is None else self._stand_ins()
+        with super().__call__(name, weight):
+            if parts:
+                with standing_in(self._subject, **parts):
+                    yield
+            else:
+                yield
+
+    def _stand_ins(self) -> dict[str, Any] | None:
+        if self._preloaded is None:
+            return None
+        parts = getattr(self._preloaded[0], "STAND_INS", {}).get(self.exercise)
+        return parts() if callable(parts) else parts
 
     def _check_seed(self, index: int) -> int:
         digest = hashlib.blake2b(f"{self._seed_base}:{self.exercise}:{index}".encode(), digest_size=8).digest()
@@ -360,8 +382,11 @@ def _result(exercise: str, points: float, checker: Checker | None, override: str
         if not math.isfinite(value):
             value = 0.0
         value = round(min(max(value, 0.0), points), 2)
-        return {"id": exercise, "score": value, "max_score": points, "passed": value == points,
-                "feedback": report["feedback"], "mistake": report["mistake"], "checks": report["checks"]}
+        result = {"id": exercise, "score": value, "max_score": points, "passed": value == points,
+                  "feedback": report["feedback"], "mistake": report["mistake"], "checks": report["checks"]}
+        if "lead" in report:  # verdict first (see grading._verdict): the table and the report lead with it
+            result["verdict"], result["lead"] = report["verdict"], report["lead"]
+        return result
     if checker is not None:
         checker._settle()
     checks = [] if checker is None else [
@@ -372,10 +397,22 @@ def _result(exercise: str, points: float, checker: Checker | None, override: str
 
 def grade(learner: NotebookNode, assignment: str, *, seed: int | None = None) -> Grading:
     """Grade `learner` (a notebook) as assignment `assignment`; never raises because of the learner's code."""
+    started = time.monotonic()
+    # The grader's own tensors are small (references, catalogued mistakes): one thread computes them fastest, and
+    # leaves the cores to the learner's process. Several threads spin against each other on a busy machine (seen:
+    # 100x slower), and the time counts against the learner's exercise.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _grade(learner, assignment, seed=seed, started=started)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _grade(learner: NotebookNode, assignment: str, *, seed: int | None, started: float) -> Grading:
     from .remote import LearnerAbort, RemoteObject, WorkerLost
     from .sandbox import Zygote, isolation
 
-    started = time.monotonic()
     zygote = Zygote(nbs.ROOT, [grader_dir()])  # starts importing torch & co. while this process loads the rest
     source = nbs.read(nbs.solution_path(assignment))
     steps = plan(source, learner)
@@ -414,6 +451,8 @@ def grade(learner: NotebookNode, assignment: str, *, seed: int | None = None) ->
             def make_checker(exercise: str, points: float = step.points, time_limit: float | None = None,
                              **_: Any) -> GradingChecker:
                 checker = GradingChecker(exercise, step.points, seed=seed, hidden=hidden, worker=worker, started=t0)
+                subject = ns.get(exercise)
+                checker._subject = subject if isinstance(subject, RemoteObject) else None
                 if time_limit:
                     checker.set_time_limit(min(float(time_limit), session.deadline - t0))
                 holder.append(checker)
@@ -554,18 +593,33 @@ def check(path: str | Path, assignment: str | None = None) -> dict[str, Any]:
     result = grade(learner, chosen)
     out = result.as_json(str(path))
     out["_notes"] = result.notes
+    out["_checks"] = {e["id"]: e.get("checks", []) for e in result.exercises}  # for `attn check --verbose`
     return out
 
 
-def render(result: dict[str, Any]) -> str:
-    """A plain-text report of `check`'s result for the terminal."""
+def render(result: dict[str, Any], verbose: bool = False) -> str:
+    """A plain-text report of `check`'s result for the terminal.
+
+    Under each failed exercise: the verdict (the likely mistake and where the notebook explains it), then the few
+    checks that show it. With `verbose`, every check of every exercise follows, passed ones included.
+    """
     lines = [f"{result['notebook']}: {result['score']:g} / {result['max_score']:g} points", ""]
+    details = result.get("_checks") or {}
     for ex in result["exercises"]:
         mark = "PASS" if ex["passed"] else "FAIL"
         lines.append(f"  {mark}  {ex['id']:<32} {ex['score']:>5g} / {ex['max_score']:g}")
         if not ex["passed"]:
             for line in ex["feedback"].splitlines():
+                if verbose and line.startswith("(and ") and "attn check --verbose" in line:
+                    continue  # the checks it refers to follow
                 lines.append(textwrap.fill(line, width=110, initial_indent=" " * 8, subsequent_indent=" " * 10))
+        if verbose and details.get(ex["id"]):
+            lines.append(" " * 8 + "every check:")
+            for c in details[ex["id"]]:
+                tick = "ok " if c["passed"] else "x  "
+                hidden = " (hidden)" if c.get("hidden") else ""
+                text = f"{tick}[{c['name']}]{hidden}" + ("" if c["passed"] and not c["message"] else f" {c['message']}")
+                lines.append(textwrap.fill(text, width=110, initial_indent=" " * 10, subsequent_indent=" " * 15))
     for note in result.get("_notes", []):
         lines += ["", f"Note: {note} (see README, 'Grading a class')."]
     return "\n".join(lines)

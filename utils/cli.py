@@ -59,11 +59,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"attn check: cannot grade: {exc}", file=sys.stderr)
         return 2
     if args.json:
+        result.pop("_checks", None)  # the JSON contract: the exercises' scores, feedback and mistakes
         for note in result.pop("_notes", []):
             print(f"attn check: note: {note}", file=sys.stderr)
         print(json.dumps(result))
     else:
-        print(render(result))
+        print(render(result, verbose=args.verbose))
     return 0
 
 
@@ -123,6 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="grade one notebook with the hidden tests")
     p.add_argument("notebook", help="a .ipynb file, its folder, or an id such as 01_attention_intuition")
     p.add_argument("--json", action="store_true", help="print one JSON object (see README) instead of a report")
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help="list every check of every exercise, not only the likely mistake and the checks that show it")
     p.add_argument("--as", dest="assignment", metavar="ID",
                    help="grade the file as this assignment (default: from its name, else from its exercise cells)")
     p.set_defaults(func=cmd_check)

@@ -35,7 +35,7 @@ import sys
 import traceback
 import warnings
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -403,12 +403,14 @@ class Checker:
         value = 0.0 if self.not_implemented or total == 0 else round(self.points * earned / total, 2)
         failed = [r for r in self.results if not r.passed]
         mistake = next((r.mistake.name for r in failed if r.mistake is not None), None)
+        verdict, lead = None, []
         if not self.results:
             feedback = "no checks ran."
         elif self.not_implemented:
             feedback = "not implemented yet — replace `raise NotImplementedError()` with your code, then rerun this cell."
         elif failed:
-            feedback = _one_line_each(failed)
+            verdict, lead = _verdict(self.results)
+            feedback = _verdict_first(self.results, verdict, lead)
         else:
             feedback = f"all {len(self.results)} checks passed."
         report = {
@@ -424,6 +426,10 @@ class Checker:
                 for r in self.results
             ],
         }
+        if failed and not self.not_implemented:
+            # Only a failed exercise carries these: a passed one's report (stored in the notebooks) stays as it was.
+            report["verdict"] = verdict
+            report["lead"] = lead
         self._announce(report)
         return Score(value, report)
 
@@ -434,12 +440,71 @@ class Checker:
                   file=sys.stderr)
 
 
-def _one_line_each(failed: list[CheckResult]) -> str:
+#: How many failed checks the feedback shows under its verdict; the rest are one flag away (`attn check --verbose`,
+#: the table's "all checks" fold).
+LEAD_CHECKS = 3
+
+
+def _diagnosis_of(r: CheckResult) -> str | None:
+    return None if r.passed or r.failure is None or r.mistake is not None else r.failure.diagnosis
+
+
+def _verdict(results: list[CheckResult]) -> tuple[str | None, list[int]]:
+    """The likely cause of an exercise's failures, and the indices of the (at most LEAD_CHECKS) checks that show it.
+
+    The verdict is the settled catalogued mistake (named with the section that explains it), else the generic
+    diagnosis that the most failed checks share, else None. The checks shown with it are those that prove it first,
+    then the other failed ones, in the course's order.
+    """
+    failed = [i for i, r in enumerate(results) if not r.passed]
+    named = next((results[i].mistake for i in failed if results[i].mistake is not None), None)
+    if named is not None:
+        verdict: str | None = named.describe()
+        proving = [i for i in failed if results[i].mistake == named]
+    else:
+        counts: dict[str, int] = {}
+        for i in failed:
+            d = _diagnosis_of(results[i])
+            if d:
+                counts[d] = counts.get(d, 0) + 1
+        best = max(counts, key=lambda d: counts[d]) if counts else None  # the first of equals: dicts keep order
+        verdict = f"Diagnosis: {best}" if best else None
+        proving = [i for i in failed if best is not None and _diagnosis_of(results[i]) == best]
+    order = proving + [i for i in failed if i not in proving]
+    return verdict, order[:LEAD_CHECKS]
+
+
+def _line(r: CheckResult, verdict: str | None) -> str:
+    """A failed check's message under the verdict: what was wrong, without repeating the verdict's explanation."""
+    exc = r.failure
+    if exc is None:
+        return r.message
+    if r.mistake is not None:
+        return exc.detail if verdict == r.mistake.describe() else _explained(exc.detail, r.mistake, None)
+    if exc.diagnosis and verdict != f"Diagnosis: {exc.diagnosis}":
+        return _explained(exc.detail, None, exc.diagnosis)
+    return exc.detail
+
+
+def _verdict_first(results: list[CheckResult], verdict: str | None, lead: list[int]) -> str:
+    """The feedback of a failed exercise: the verdict, the few checks that show it, and how many more failed."""
+    shown = [results[i] for i in lead]
+    lines = [verdict] if verdict else []
+    body = _one_line_each(shown, [_line(r, verdict) for r in shown])
+    lines += body.splitlines()
+    more = sum(1 for r in results if not r.passed) - len(shown)
+    if more:
+        lines.append(f"(and {more} more failed check{'s' if more > 1 else ''}: `attn check --verbose` lists every "
+                     f"check)")
+    return "\n".join(lines)
+
+
+def _one_line_each(failed: list[CheckResult], messages: list[str] | None = None) -> str:
     """One line per failed check; checks that failed with the same message (a name undefined because its cell has a
     SyntaxError fails all of them) share one line instead of repeating it."""
     groups: dict[str, list[str]] = {}
-    for r in failed:
-        groups.setdefault(r.message, []).append(r.name)
+    for r, message in zip(failed, messages if messages is not None else [r.message for r in failed]):
+        groups.setdefault(message, []).append(r.name)
     lines = []
     for message, names in groups.items():
         more = f" (and {len(names) - 1} more check{'s' if len(names) > 2 else ''})" if len(names) > 1 else ""
@@ -511,26 +576,22 @@ def _proc_status_kib(pid: int | str, field: str) -> int:
 
 
 def peak_memory(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, int]:
-    """Call `fn(*args, **kwargs)`; return its result and the peak resident memory it added, in bytes.
+    """Call `fn(*args, **kwargs)`; return its result and the peak memory it added, in bytes.
 
-    Measured by the kernel (the process's resident-set high-water mark, reset just before the call), so
-    code under test cannot misreport it. While grading, the grader reads the learner's process from outside.
+    While grading, the grader reads the learner's worker from outside: the kernel's resident-set high-water mark of
+    that fresh process, reset just before the call, so code under test cannot misreport it. In a live notebook the
+    process has a history (tensors allocated and freed by earlier cells, allocator caches, fragmentation) that its
+    resident memory mixes in; there the peak is PyTorch's profiler count of the tensors allocated during the call,
+    which depends only on what the call does.
     """
     measure = getattr(fn, "_attn_peak_memory", None)
     if measure is not None:
         return measure(*args, **kwargs)
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # reset VmHWM to the current resident size
-        base = _proc_status_kib("self", "VmRSS")
-    except OSError:  # not Linux: fall back to the profiler's count of tensor allocations
-        from .blocks import peak_memory_bytes
+    from .blocks import tensor_peak_bytes
 
-        box: list[Any] = []
-        peak = peak_memory_bytes(lambda: box.append(fn(*args, **kwargs)))
-        return box[0], peak
-    result = fn(*args, **kwargs)
-    return result, max(0, _proc_status_kib("self", "VmHWM") - base) * 1024
+    box: list[Any] = []
+    peak = tensor_peak_bytes(lambda: box.append(fn(*args, **kwargs)))
+    return box[0], peak
 
 
 def expect_pair(result: Any, what: str = "it") -> tuple[Any, Any]:
@@ -590,12 +651,16 @@ def _inline_code(text: str) -> str:
 def _report_html(report: dict[str, Any]) -> str:
     """The table a test cell shows: one row per check, what passed, and what to fix."""
     cell = 'style="text-align:left; vertical-align:top; padding:2px 8px"'
-    rows = []
-    for c in report["checks"]:
+    verdict = report.get("verdict")
+
+    def row(c: dict[str, Any], short: bool = False) -> str:
         mark = ('<span style="color:#1a7f37; font-weight:bold">&#10003;</span>' if c["passed"]
                 else '<span style="color:#cf222e; font-weight:bold">&#10007;</span>')
         name = _inline_code(c["name"]) + (" <i>(hidden)</i>" if c["hidden"] else "")
-        rows.append(f"<tr><td {cell}>{mark}</td><td {cell}>{name}</td><td {cell}>{_inline_code(c['message'])}</td></tr>")
+        message = c["message"].replace(verdict, "").strip() if short and verdict else c["message"]
+        return f"<tr><td {cell}>{mark}</td><td {cell}>{name}</td><td {cell}>{_inline_code(message)}</td></tr>"
+
+    rows = [row(c) for c in report["checks"]]
     head = f"<tr><th {cell}></th><th {cell}>check</th><th {cell}>what to fix</th></tr>"
     note = (
         ""
@@ -603,10 +668,19 @@ def _report_html(report: dict[str, Any]) -> str:
         else "<p><i>These are the visible tests. <code>attn check</code> (or your instructor's "
         "autograder) also runs hidden tests on inputs you have not seen.</i></p>"
     )
-    return (
-        f"<p><b>{html.escape(report['id'])}: {report['score']:g} / {report['max_score']:g} points</b></p>"
-        f'<table style="margin-left:0">{head}{"".join(rows)}</table>{note}'
-    )
+    title = f"<p><b>{html.escape(report['id'])}: {report['score']:g} / {report['max_score']:g} points</b></p>"
+    lead = [i for i in report.get("lead") or [] if isinstance(i, int) and 0 <= i < len(rows)]
+    if "lead" not in report or not lead:  # passed, not implemented, or stopped: every check in one table
+        return f'{title}<table style="margin-left:0">{head}{"".join(rows)}</table>{note}'
+    # Verdict first: the likely mistake, the few checks that show it, and every check one click away.
+    said = f'<p style="color:#cf222e"><b>{_inline_code(verdict)}</b></p>' if verdict else ""
+    failed = sum(1 for c in report["checks"] if not c["passed"])
+    passed = len(rows) - failed
+    fold = (f"<details><summary>all {len(rows)} checks ({passed} passed, {failed} failed)</summary>"
+            f'<table style="margin-left:0">{head}{"".join(rows)}</table></details>')
+    shown = "".join(row(report["checks"][i], short=True) for i in lead)
+    return f'{title}{said}<table style="margin-left:0">{head}{shown}</table>{fold}{note}'
+
 
 
 # -- the instructor side: where hidden tests and reference tensors live -----------------------
