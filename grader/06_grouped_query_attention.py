@@ -16,6 +16,7 @@ TILING = "2.1 Tiling is not grouping"
 CACHE = "5. The KV cache"
 ROPE = "5.2 The cache and rotary positions"
 BYTES = "7. How big is the cache of a real model?"
+GQA = "3. Grouped-query attention"
 
 # -- the mistake catalogue ----------------------------------------------------------------------------
 TILED = Mistake(
@@ -45,6 +46,43 @@ POSITIONS_RESTART = Mistake(
     "Rotating every new query and key as if it stood at position 0 gives each cached key the same rotation, "
     "so the scores no longer see order",
     ROPE,
+)
+NO_SCALE = Mistake(
+    "no 1/sqrt(d_k) scaling",
+    "the raw dot products q . k went into the softmax; their spread grows like sqrt(d_k), so the softmax "
+    "saturates towards a one-hot choice (notebook 02). Divide the scores by sqrt(d_k), the width of one head",
+    GQA,
+)
+SCALE_DK = Mistake(
+    "scaling by 1/d_k",
+    "the scores were divided by d_k instead of sqrt(d_k); that shrinks their variance to 1/d_k, so the wider "
+    "the heads, the closer every row of weights gets to a uniform average (notebook 02)",
+    GQA,
+)
+MASK_INVERTED = Mistake(
+    "mask polarity inverted",
+    "the scores were set to -inf where the mask is True; in this course True means 'may attend', so fill "
+    "where the mask is False (~mask). With a causal mask each query then reads only the future, and the last "
+    "query, which may read everything, has nothing left (0/0)",
+    GQA,
+)
+MASK_IGNORED = Mistake(
+    "mask not applied",
+    "the mask argument was not used: with a causal mask every query also read the tokens after it, and with "
+    "padding every query read the padding. Fill the scores with -inf where the mask is False, before the softmax",
+    GQA,
+)
+SHARED_KV = Mistake(
+    "one projection for keys and values",
+    "the keys and the values came from the same projection (W_k, or W_v, used twice); they are two different "
+    "learned maps of x, k = x W_K to be compared with the queries and v = x W_V to be averaged",
+    GQA,
+)
+SWAPPED_QK = Mistake(
+    "queries and keys swapped",
+    "the scores were k @ q^T instead of q @ k^T, so row i of the weights belongs to key i, and the softmax "
+    "normalises over the queries; with a causal mask query i then reads the tokens after it",
+    GQA,
 )
 NO_FACTOR_2 = Mistake(
     "bytes without the factor 2 (K and V)",
@@ -80,35 +118,79 @@ def _linear(params: dict[str, torch.Tensor], name: str, x: torch.Tensor) -> torc
     return F.linear(x, params[f"{name}.weight"], params.get(f"{name}.bias"))
 
 
-def _project(params, x, num_heads, num_kv_heads):
-    """q (B, h, L, d_k), k and v (B, h_kv, L, d_k) from x (B, L, d_model)."""
+def _project(params, x, num_heads, num_kv_heads, shared_kv=False):
+    """q (B, h, L, d_k), k and v (B, h_kv, L, d_k) from x (B, L, d_model); shared_kv: v from W_k (a mistake)."""
     B, L, d_model = x.shape
     d_k = d_model // num_heads
     q = _linear(params, "W_q", x).view(B, L, num_heads, d_k).transpose(1, 2)
     k = _linear(params, "W_k", x).view(B, L, num_kv_heads, d_k).transpose(1, 2)
-    v = _linear(params, "W_v", x).view(B, L, num_kv_heads, d_k).transpose(1, 2)
+    v = _linear(params, "W_k" if shared_kv else "W_v", x).view(B, L, num_kv_heads, d_k).transpose(1, 2)
     return q, k, v
 
 
-def _attend(params, q, k, v, mask, num_heads, num_kv_heads, tile):
+def _attend(params, q, k, v, mask, num_heads, num_kv_heads, tile, scale="sqrt", mask_mode="ok", swap=False):
+    """The attention and W_o; `scale` ("sqrt", "none", "d_k"), `mask_mode` ("ok", "inverted", "ignored") and
+    `swap` (k @ q^T) reproduce the catalogued mistakes."""
     n_rep = num_heads // num_kv_heads
     k, v = reference_repeat_kv(k, n_rep, tile=tile), reference_repeat_kv(v, n_rep, tile=tile)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, h, Lq, Lk)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
+    d_k = q.shape[-1]
+    raw = k @ q.transpose(-2, -1) if swap else q @ k.transpose(-2, -1)  # (B, h, Lq, Lk)
+    scores = raw / {"sqrt": math.sqrt(d_k), "none": 1.0, "d_k": d_k}[scale]
+    if mask is not None and mask_mode != "ignored":
+        scores = scores.masked_fill(mask if mask_mode == "inverted" else ~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1)
     B, h, Lq, d_k = q.shape
     out = _linear(params, "W_o", (weights @ v).transpose(1, 2).reshape(B, Lq, h * d_k))
     return out, weights
 
 
-def reference_gqa(params, x, mask, num_heads, num_kv_heads, *, rope=False, tile=False):
-    """One full pass of grouped-query self-attention from a state dict: (output, weights)."""
-    q, k, v = _project(params, x, num_heads, num_kv_heads)
+def reference_gqa(params, x, mask, num_heads, num_kv_heads, *, rope=False, tile=False, shared_kv=False, **how):
+    """One full pass of grouped-query self-attention from a state dict: (output, weights).
+
+    The switches (tile, shared_kv, and _attend's scale, mask_mode, swap) reproduce the catalogued mistakes."""
+    q, k, v = _project(params, x, num_heads, num_kv_heads, shared_kv)
     if rope:
         positions = torch.arange(x.shape[1])
         q, k = reference_rope(q, positions), reference_rope(k, positions)
-    return _attend(params, q, k, v, mask, num_heads, num_kv_heads, tile)
+    return _attend(params, q, k, v, mask, num_heads, num_kv_heads, tile, **how)
+
+
+def _undefined_as(actual, predicted: torch.Tensor) -> torch.Tensor | None:
+    """A mistake's prediction where it says nothing (rows with no key left: 0/0) filled with the answer's own
+    values, which may be NaN, 0 or uniform there; a prediction mostly undefined predicts nothing (None)."""
+    undefined = ~torch.isfinite(predicted)
+    if not bool(undefined.any()):
+        return predicted
+    if 2 * int(undefined.sum()) > predicted.numel():
+        return None
+    if isinstance(actual, torch.Tensor) and actual.shape == predicted.shape and actual.dtype == predicted.dtype:
+        return torch.where(undefined, actual.detach(), predicted)
+    return predicted
+
+
+def _gqa_mistakes(params, x, mask, h, h_kv, rope=False):
+    """{mistake: (output, weights)} of each catalogued mistake of GroupedQueryAttention that predicts something
+    here: the mask mistakes only where a mask is given, swapped q and k only for self-attention of L > 1."""
+    switches = {TILED: dict(tile=True), NO_SCALE: dict(scale="none"), SCALE_DK: dict(scale="d_k"),
+                SHARED_KV: dict(shared_kv=True)}
+    if x.shape[1] > 1:
+        switches[SWAPPED_QK] = dict(swap=True)
+    if mask is not None:
+        switches[MASK_INVERTED] = dict(mask_mode="inverted")
+        switches[MASK_IGNORED] = dict(mask_mode="ignored")
+    if h == h_kv:
+        del switches[TILED]  # one KV head per query head: tiling is grouping
+    return {m: reference_gqa(params, x, mask, h, h_kv, rope=rope, **kw) for m, kw in switches.items()}
+
+
+def _offer(actual, predictions, which):
+    """The mistakes dict for check.close: prediction `which` (0 output, 1 weights) of each mistake."""
+    offered = {}
+    for m, pair in predictions.items():
+        predicted = _undefined_as(actual, pair[which])
+        if predicted is not None:
+            offered[m] = predicted
+    return offered
 
 
 def reference_decode(params, x, prefill, num_heads, num_kv_heads, *, rope=False, read_cache=True,
@@ -247,9 +329,9 @@ def test_repeat_kv(check, refs, repeat_kv):
 def _compare(check, module, params, x, mask, h, h_kv, out_ref, w_ref, what, rope=False, **tol):
     with torch.no_grad():
         out, weights = expect_pair(module(x, mask=mask), "GroupedQueryAttention.forward")
-    tiled_out, tiled_w = reference_gqa(params, x, mask, h, h_kv, rope=rope, tile=True)
-    check.close(out, out_ref, f"output ({what})", mistakes={TILED: tiled_out}, **tol)
-    check.close(weights, w_ref, f"weights ({what})", mistakes={TILED: tiled_w}, **tol)
+    wrong = _gqa_mistakes(params, x, mask, h, h_kv, rope)
+    check.close(out, out_ref, f"output ({what})", mistakes=_offer(out, wrong, 0), **tol)
+    check.close(weights, w_ref, f"weights ({what})", mistakes=_offer(weights, wrong, 1), **tol)
 
 
 def _test_grouped_query_attention(check, refs, GroupedQueryAttention):
@@ -301,8 +383,9 @@ def _test_grouped_query_attention(check, refs, GroupedQueryAttention):
         with torch.no_grad():
             out, _ = expect_pair(module(xx, mask=torch.ones(13, 13, dtype=torch.bool).tril()),
                                  "GroupedQueryAttention.forward")
-        tiled, _ = reference_gqa(p2, xx, torch.ones(13, 13, dtype=torch.bool).tril(), 8, 4, tile=True)
-        check.close(out, out_ref, "output (compared with torch's enable_gqa)", mistakes={TILED: tiled}, atol=2e-5)
+        wrong = _gqa_mistakes(p2, xx, torch.ones(13, 13, dtype=torch.bool).tril(), 8, 4)
+        check.close(out, out_ref, "output (compared with torch's enable_gqa)", mistakes=_offer(out, wrong, 0),
+                    atol=2e-5)
     with check("query head i reads KV head i // n_rep (only one KV head carries values, W_o = identity)"):
         h8, kv2, d = 8, 2, 32
         for j in range(kv2):
@@ -380,17 +463,48 @@ def _decode(GroupedQueryAttention, KVCache, params, x, prefill, h, h_kv, rope):
     return torch.cat(outs, dim=1), weights
 
 
+def _prefix_passes(GroupedQueryAttention, params, x, prefill, h, h_kv, rope):
+    """The learner's module WITHOUT a cache, run as the cached decoding sees the sequence: a causal pass over the
+    prefill, then for each later token t a causal pass over tokens 0..t, keeping its last row. Returns outputs
+    (B, L, d) and the weights of each call, shaped like those of cached decoding."""
+    module = _gqa_module(GroupedQueryAttention, params, x.shape[-1], h, h_kv, rope=rope)
+    outs, weights = [], []
+    with torch.no_grad():
+        for t in range(prefill - 1, x.shape[1]):
+            n = t + 1
+            out, w = expect_pair(module(x[:, :n], mask=torch.ones(n, n, dtype=torch.bool).tril()),
+                                 "GroupedQueryAttention.forward")
+            if not isinstance(out, torch.Tensor) or out.dim() != 3 or not isinstance(w, torch.Tensor) or w.dim() != 4:
+                raise CheckFailure("GroupedQueryAttention.forward should return an output (B, L, d_model) and "
+                                   "weights (B, h, L, L).")
+            outs.append(out if t == prefill - 1 else out[:, -1:])
+            weights.append(w if t == prefill - 1 else w[:, :, -1:])
+    return torch.cat(outs, dim=1), weights
+
+
+def _own_math_is_right(own, reference) -> bool:
+    """The learner's attention, without a cache, agrees with the reference: only then do the cache mistakes'
+    predictions (computed with the reference attention) say anything about their answer."""
+    return isinstance(own, torch.Tensor) and own.shape == reference.shape and bool(
+        torch.allclose(own, reference, atol=1e-4, equal_nan=False))
+
+
 def _decode_check(check, GroupedQueryAttention, KVCache, *, rope, B, L, prefill, d_model, h, h_kv):
+    """Cached decoding (a prefill, then single tokens) against the learner's own module without a cache, so a
+    mistake in the attention itself is charged to GroupedQueryAttention only; the cache mistakes are offered
+    when that module is right."""
     params = random_params(None, d_model, h, h_kv)
     x = torch.randn(B, L, d_model)
     out, _ = _decode(GroupedQueryAttention, KVCache, params, x, prefill, h, h_kv, rope)
+    own, _ = _prefix_passes(GroupedQueryAttention, params, x, prefill, h, h_kv, rope)
     full, _ = reference_gqa(params, x, torch.ones(L, L, dtype=torch.bool).tril(), h, h_kv, rope=rope)
-    args = (params, x, prefill, h, h_kv)
-    mistakes = {NO_CACHE_READ: reference_decode(*args, rope=rope, read_cache=False)[0]}
-    if rope:
-        mistakes[POSITIONS_RESTART] = reference_decode(*args, rope=True, restart=True)[0]
-    mistakes[TILED] = reference_decode(*args, rope=rope, tile=True)[0]
-    check.close(out, full, f"outputs of cached decoding (L={L}, prefill={prefill}) vs one full causal pass",
+    mistakes = {}
+    if _own_math_is_right(own, full):
+        args = (params, x, prefill, h, h_kv)
+        mistakes[NO_CACHE_READ] = reference_decode(*args, rope=rope, read_cache=False)[0]
+        if rope:
+            mistakes[POSITIONS_RESTART] = reference_decode(*args, rope=True, restart=True)[0]
+    check.close(out, own, f"outputs of cached decoding (L={L}, prefill={prefill}) vs your module without a cache",
                 mistakes=mistakes, atol=2e-5)
 
 
@@ -432,27 +546,30 @@ def _test_kv_cache(check, refs, KVCache, GroupedQueryAttention):
         k_b, _ = _update(b, torch.ones(1, 1, 1, 2), torch.ones(1, 1, 1, 2))
         check.close(k_b, torch.ones(1, 1, 1, 2), "keys of a second, fresh cache after one update")
     for rope in (False, True):
-        with check(f"cached decoding equals one full causal pass: outputs, random lengths (rope={rope})", weight=2):
+        with check(f"cached decoding (a prefill, then single tokens) equals your module without a cache: outputs, "
+                   f"random lengths (rope={rope})", weight=2):
             for _ in range(2):
-                L = int(torch.randint(3, 12, ()))
-                prefill = int(torch.randint(0, L - 1, ()))
+                L = int(torch.randint(5, 12, ()))
+                prefill = int(torch.randint(2, L - 1, ()))  # at least 2 prompt tokens, then at least 2 single ones
                 _decode_check(check, GroupedQueryAttention, KVCache, rope=rope, B=2, L=L, prefill=prefill,
                               d_model=24, h=6, h_kv=2)
-    with check("cached decoding equals one full causal pass: the weights of every step (rope=True)"):
+    with check("cached decoding (prefill of 4, then 5 single tokens) gives your module's weights at every step "
+               "(rope=True)"):
         L, prefill = 9, 4
         params = random_params(None, 16, 4, 2)
         x = torch.randn(2, L, 16)
         _, weights = _decode(GroupedQueryAttention, KVCache, params, x, prefill, 4, 2, rope=True)
-        _, full = reference_gqa(params, x, torch.ones(L, L, dtype=torch.bool).tril(), 4, 2, rope=True)
-        args = (params, x, prefill, 4, 2)
-        wrong = {NO_CACHE_READ: reference_decode(*args, rope=True, read_cache=False)[1],
-                 POSITIONS_RESTART: reference_decode(*args, rope=True, restart=True)[1],
-                 TILED: reference_decode(*args, rope=True, tile=True)[1]}
-        check.close(weights[0], full[:, :, :prefill, :prefill], "weights of the prefill",
-                    mistakes={m: w[0] for m, w in wrong.items()})
+        own_out, own = _prefix_passes(GroupedQueryAttention, params, x, prefill, 4, 2, rope=True)
+        full_out, _ = reference_gqa(params, x, torch.ones(L, L, dtype=torch.bool).tril(), 4, 2, rope=True)
+        wrong = {}
+        if _own_math_is_right(own_out, full_out):
+            args = (params, x, prefill, 4, 2)
+            wrong = {NO_CACHE_READ: reference_decode(*args, rope=True, read_cache=False)[1],
+                     POSITIONS_RESTART: reference_decode(*args, rope=True, restart=True)[1]}
+        check.close(weights[0], own[0], "weights of the prefill", mistakes={m: w[0] for m, w in wrong.items()})
         for i, w in enumerate(weights[1:]):
             t = prefill + i
-            check.close(w, full[:, :, t:t + 1, :t + 1], f"weights of the token at position {t}",
+            check.close(w, own[i + 1], f"weights of the token at position {t}",
                         mistakes={m: ws[i + 1] for m, ws in wrong.items()})
 
 

@@ -30,6 +30,30 @@ MISTAKES = [
      "old": "start = len(cache) if cache is not None else 0",
      "new": "start = 0",
      "exercise": "KVCache", "mistake": "positions restarting at 0"},
+    # The concepts of notebook 02 and 03, inside the module (each named in GroupedQueryAttention only).
+    {"cell": "GroupedQueryAttention", "old": "scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)",
+     "new": "scores = q @ k.transpose(-2, -1)",
+     "exercise": "GroupedQueryAttention", "mistake": "no 1/sqrt(d_k) scaling"},
+    {"cell": "GroupedQueryAttention", "old": "scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)",
+     "new": "scores = q @ k.transpose(-2, -1) / self.d_k",
+     "exercise": "GroupedQueryAttention", "mistake": "scaling by 1/d_k"},
+    {"cell": "GroupedQueryAttention", "old": "scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)",
+     "new": "scores = k @ q.transpose(-2, -1) / math.sqrt(self.d_k)",
+     "exercise": "GroupedQueryAttention", "mistake": "queries and keys swapped"},
+    # masked_fill where the mask is True: the causal mask inverted
+    {"cell": "GroupedQueryAttention", "old": "scores = scores.masked_fill(~mask, float(\"-inf\"))",
+     "new": "scores = scores.masked_fill(mask, float(\"-inf\"))",
+     "exercise": "GroupedQueryAttention", "mistake": "mask polarity inverted"},
+    # the mask argument is ignored
+    {"cell": "GroupedQueryAttention",
+     "old": "        if mask is not None:\n            scores = scores.masked_fill(~mask, float(\"-inf\"))\n",
+     "new": "",
+     "exercise": "GroupedQueryAttention", "mistake": "mask not applied"},
+    # the values projected with W_k
+    {"cell": "GroupedQueryAttention",
+     "old": "v = self.W_v(x).view(B, L, self.num_kv_heads, self.d_k).transpose(1, 2)",
+     "new": "v = self.W_k(x).view(B, L, self.num_kv_heads, self.d_k).transpose(1, 2)",
+     "exercise": "GroupedQueryAttention", "mistake": "one projection for keys and values"},
     {"cell": "kv_cache_bytes", "old": "return 2 * num_layers * batch_size", "new": "return num_layers * batch_size",
      "exercise": "kv_cache_bytes", "mistake": "bytes without the factor 2 (K and V)"},
     {"cell": "kv_cache_bytes", "old": "return 2 * num_layers * batch_size", "new": "return 2 * batch_size",
@@ -97,15 +121,6 @@ DIAGNOSED = [
     {"cell": "repeat_kv", "old": "return x.repeat_interleave(n_rep, dim=1)",
      "new": "return x[:, :, None].expand(-1, -1, n_rep, -1, -1)",
      "exercise": "repeat_kv", "diagnosis": "a view or reshape to the wrong shape"},
-    # the mask argument is ignored: only sequences without padding come out right
-    {"cell": "GroupedQueryAttention",
-     "old": "        if mask is not None:\n            scores = scores.masked_fill(~mask, float(\"-inf\"))\n",
-     "new": "",
-     "exercise": "GroupedQueryAttention", "diagnosis": "rows of your output are right"},
-    # masked_fill where the mask is True: a sequence without padding has nothing left to attend to
-    {"cell": "GroupedQueryAttention", "old": "scores = scores.masked_fill(~mask, float(\"-inf\"))",
-     "new": "scores = scores.masked_fill(mask, float(\"-inf\"))",
-     "exercise": "GroupedQueryAttention", "diagnosis": "NaN in"},
     # new keys and values prepended instead of appended: the cache holds the tokens newest first
     {"cell": "KVCache",
      "old": "            self.k = torch.cat([self.k, k_new], dim=2)  # the sequence axis\n"
@@ -122,5 +137,5 @@ DIAGNOSED = [
      "new": "            self.k, self.v = k_new, v_new\n"
             "        self.k = torch.cat([self.k, k_new], dim=2)\n"
             "        self.v = torch.cat([self.v, v_new], dim=2)",
-     "exercise": "KVCache", "diagnosis": "1 extra entry at the start of axis 2"},
+     "exercise": "KVCache", "diagnosis": "at the start of axis 2"},
 ]
