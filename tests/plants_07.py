@@ -42,6 +42,50 @@ MISTAKES = [
     {"cell": "flash_attention", "old": "lse[..., q_start:q_end] = m + torch.log(l)",
      "new": "lse[..., q_start:q_end] = torch.log(l)",
      "exercise": "flash_attention", "mistake": "logsumexp without the max"},
+    # The running max started at 0 instead of -inf: rows whose scores all lie far below zero come out 0 / 0.
+    {"cell": "online_softmax",
+     "old": 'm = torch.full(x.shape[:-1], float("-inf"), dtype=x.dtype, device=x.device)',
+     "new": "m = torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device)",
+     "exercise": "online_softmax", "mistake": "running max started at 0, not -inf"},
+    # No max-shift at all: exp of the raw entries, which overflows at +1e4 and underflows at -1e4.
+    {"cell": "online_softmax",
+     "old": "        l = l * torch.exp(m - shift) + torch.exp(block - shift[..., None]).sum(dim=-1)\n"
+            "        m = m_new\n"
+            "    return torch.exp(x - m[..., None]) / l[..., None]",
+     "new": "        l = l + torch.exp(block).sum(dim=-1)\n"
+            "        m = m_new\n"
+            "    return torch.exp(x) / l[..., None]",
+     "exercise": "online_softmax", "mistake": "no max-shift inside the tiles"},
+    {"cell": "flash_attention", "old": 'm = q.new_full(q_blk.shape[:-1], float("-inf"))  # running max, (..., bq)',
+     "new": "m = q.new_zeros(q_blk.shape[:-1])  # running max, (..., bq)",
+     "exercise": "flash_attention", "mistake": "running max started at 0, not -inf"},
+    {"cell": "flash_attention",
+     "old": "            m_new = torch.maximum(m, s.amax(dim=-1))\n"
+            "            alpha = torch.exp(m - m_new)  # how much the old statistics shrink\n"
+            "            p = torch.exp(s - m_new[..., None])  # (..., bq, bk)\n"
+            "            l = alpha * l + p.sum(dim=-1)\n"
+            "            acc = alpha[..., None] * acc + p @ v[..., k_start:k_end, :]\n"
+            "            m = m_new\n"
+            "        out[..., q_start:q_end, :] = acc / l[..., None]\n"
+            "        lse[..., q_start:q_end] = m + torch.log(l)",
+     "new": "            p = torch.exp(s)  # (..., bq, bk)\n"
+            "            l = l + p.sum(dim=-1)\n"
+            "            acc = acc + p @ v[..., k_start:k_end, :]\n"
+            "        out[..., q_start:q_end, :] = acc / l[..., None]\n"
+            "        lse[..., q_start:q_end] = torch.log(l)",
+     "exercise": "flash_attention", "mistake": "no max-shift inside the tiles"},
+    {"cell": "flash_attention", "old": "q_blk = q[..., q_start:q_end, :] * scale  # (..., bq, d)",
+     "new": "q_blk = q[..., q_start:q_end, :]  # (..., bq, d)",
+     "exercise": "flash_attention", "mistake": "scores not scaled by 1/sqrt(d)"},
+    {"cell": "flash_attention", "old": "scale = 1.0 / math.sqrt(d)", "new": "scale = 1.0 / d",
+     "exercise": "flash_attention", "mistake": "scores scaled by 1/d instead of 1/sqrt(d)"},
+    {"cell": "flash_attention", "old": 's = s.masked_fill(cols > rows, float("-inf"))',
+     "new": 's = s.masked_fill(cols <= rows, float("-inf"))',
+     "exercise": "flash_attention", "mistake": "causal mask inverted"},
+    # The same max-start mistake inside the Triton kernel.
+    {"cell": "flash_attention_triton", "old": 'm = tl.full([BLOCK_M], float("-inf"), tl.float32)',
+     "new": "m = tl.zeros([BLOCK_M], tl.float32)",
+     "exercise": "flash_attention_triton", "mistake": "running max started at 0, not -inf"},
     {"cell": "hbm_traffic", "old": "blocks = math.ceil(N / rows)", "new": "blocks = N // rows",
      "exercise": "hbm_traffic", "mistake": "tail block dropped"},
     {"cell": "FlashAttentionFunction", "old": "ds = p * (do_blk @ v_blk.transpose(-2, -1) - D_blk)",

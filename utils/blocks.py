@@ -51,6 +51,15 @@ def peak_memory_bytes(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
         fn(*args, **kwargs)
         torch.cuda.synchronize()
         return torch.cuda.max_memory_allocated() - base
+    return tensor_peak_bytes(fn, *args, **kwargs)
+
+
+def tensor_peak_bytes(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
+    """Peak bytes held by tensors allocated while `fn(*args, **kwargs)` runs, counted by PyTorch's profiler.
+
+    The profiler records each tensor allocation and free (on any device), so the count depends only on what `fn`
+    does, never on what the process allocated and freed before it (unlike its resident memory).
+    """
     from torch.profiler import ProfilerActivity, profile
 
     with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
