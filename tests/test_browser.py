@@ -339,3 +339,26 @@ def test_learner_and_instructor_in_the_browser(lab, browser):
     bad = [line for line in log.splitlines()
            if "Traceback" in line or re.match(r"\[(C|E) ", line) or "Content security violation" in line]
     assert not bad, "server log:\n" + log[-5000:]
+
+
+def test_validate_gives_a_finished_translator_its_verdict_quickly(lab, browser):
+    """Notebook 08 trains for about 2½ minutes, beyond Validate's 120 s per cell: under NBGRADER_VALIDATING its slow
+    demos take a short path, so a learner who finished 08 presses Validate and reads "Success"."""
+    from .conftest import fill_answers
+
+    url, _, course, log_path = lab
+    nb08 = "08_transformer_translator"
+    finished = course / "notebooks" / nb08 / "finished.ipynb"
+    nbs.write(fill_answers(nbs.read(course / "notebooks" / nb08 / f"{nb08}.ipynb"), nb08), finished)
+    tab = Page(browser, url)
+    tab.open_notebook(f"notebooks/{nb08}/finished.ipynb?reset")
+    t0 = time.monotonic()
+    text = tab.validate()
+    seconds = time.monotonic() - t0
+    tab.shot("10-validate-finished-08")
+    print(f"validate (finished 08): {seconds:.1f} s")
+    assert "Success" in text, text
+    assert seconds < 150, f"Validate took {seconds:.0f} s"
+    tab.close_dialog()
+    assert tab.errors == []
+    assert not (course / "checkpoints" / "translator.safetensors").exists(), "validation wrote a checkpoint"

@@ -13,8 +13,8 @@ from safetensors.torch import save_file
 from utils import notebooks as nbs
 from utils.corpus import Pair, Vocab, make_corpus, write_pairs
 from utils.translator import (
-    Batches, BuiltinMultiHeadAttention, LayerCache, LearnedPositions, TrainConfig, Trainer, Translator,
-    _check_mha, _check_positional, alignment_accuracy, bleu, builtin_causal_mask, load_checkpoint, load_parts,
+    Batches, BufferKVCache, BuiltinMultiHeadAttention, LayerCache, LearnedPositions, TrainConfig, Trainer, Translator,
+    _check_kv_cache, _check_mha, _check_positional, builtin_decoder_mask, alignment_accuracy, bleu, builtin_causal_mask, load_checkpoint, load_parts,
     read_checkpoint, save_checkpoint,
 )
 
@@ -26,7 +26,7 @@ BLANK_08 = nbs.release_path("08_transformer_translator")
 def test_parts_come_from_the_learners_notebooks_when_they_pass_their_checks():
     parts = load_parts(nbs.SOLUTIONS)
     assert [(n, who) for n, who, _ in parts.table()] == [
-        ("causal_mask", "yours"), ("MultiHeadAttention", "yours"), ("PositionalEncoding", "yours")]
+        ("causal_mask", "yours"), ("MultiHeadAttention", "yours"), ("PositionalEncoding", "yours"), ("KVCache", "yours")]
     assert parts.MultiHeadAttention.__module__ != "utils.translator"
 
 
@@ -36,6 +36,7 @@ def test_unfinished_or_missing_parts_fall_back_to_builtins_and_say_why(tmp_path)
     missing = load_parts(tmp_path)
     assert all("notebook not found" in note for _, _, note in missing.table())
     assert missing.MultiHeadAttention is BuiltinMultiHeadAttention and missing.PositionalEncoding is LearnedPositions
+    assert missing.KVCache is BufferKVCache
     assert "<table>" in missing._repr_html_()
 
 
@@ -60,6 +61,17 @@ def test_builtin_stand_ins_keep_the_course_interfaces():
         pe(torch.zeros(1, 11, 8))
     with pytest.raises(AssertionError):
         _check_positional(LearnedPositions)  # not a sinusoid: a learner's PositionalEncoding must be one
+    _check_kv_cache(BufferKVCache)
+    cache = BufferKVCache()
+    for _ in range(40):  # past the first buffer (16 positions): it grows and keeps what it held
+        k, v = cache.update(torch.full((1, 2, 1, 3), float(len(cache))), torch.zeros(1, 2, 1, 3))
+    assert len(cache) == 40 and torch.equal(k[0, 0, :, 0], torch.arange(40.0))
+
+
+def test_builtin_decoder_mask_is_causal_and_padding():
+    tgt = torch.tensor([[1, 5, 6, 2, 0], [1, 5, 0, 0, 0]])
+    want = torch.ones(5, 5, dtype=torch.bool).tril()[None, None] & (tgt != 0)[:, None, None, :]
+    assert torch.equal(builtin_decoder_mask(tgt, 0), want)
 
 
 # -- the model ------------------------------------------------------------------------------------------------
@@ -79,6 +91,9 @@ def test_cached_decoding_gives_the_logits_of_the_full_pass():
         steps = torch.cat([model.decode(tgt[:, t:t + 1], memory, src_mask, cache) for t in range(5)], dim=1)
     torch.testing.assert_close(steps, full, atol=1e-5, rtol=1e-4)
     assert len(cache[0]) == 5 and isinstance(cache[0], LayerCache)
+    # the cache holds projected keys and values (B, h, t, d_k), and the source's once: (B, h, Ls, d_k)
+    assert tuple(cache[0].self_attn.update(torch.zeros(2, 2, 0, 8), torch.zeros(2, 2, 0, 8))[0].shape) == (2, 2, 5, 8)
+    assert tuple(cache[0].memory[0].shape) == (2, 2, 5, 8)
     with pytest.raises(ValueError, match="new_cache"):
         model.decode(tgt[:, :1], memory, src_mask, cache[:1])
     with pytest.raises(ValueError, match="max_len"):

@@ -11,9 +11,11 @@ Interfaces the learner's parts plug into (masks are boolean, True = may attend):
 - ``EncoderLayer(d_model, num_heads, d_ff, dropout)``: ``layer(x, mask) -> x``, ``x`` (B, L, d_model), ``mask``
   (B, 1, 1, L) or (B, 1, L, L).
 - ``DecoderLayer(d_model, num_heads, d_ff, dropout)``: ``layer(x, memory, tgt_mask, src_mask, cache=None) -> x``.
-  With a cache (a :class:`LayerCache`), ``x`` holds only the newest position and the self-attention's keys and
-  values are ``cache.update(the self-attention's input)``: every earlier position's input, kept instead of
-  recomputed.
+  With a cache (a :class:`LayerCache`), ``x`` holds only the newest position. The self-attention projects the
+  newest position's keys and values once (``project_kv``) and appends them to ``cache.self_attn`` (a KVCache with
+  notebook 06's interface: ``update(k_new, v_new) -> (k, v)``, ``len()``); the cross-attention projects ``memory``
+  once per sentence into ``cache.memory`` and reuses it at every later step; ``attend`` runs attention on keys and
+  values that are already projected.
 - ``Translator.encode(src) -> (memory, src_mask)``, ``Translator.decode(tgt, memory, src_mask, cache=None) ->
   logits`` (B, Lt, vocabulary), ``Translator.new_cache()``, and the ids ``pad_id``, ``bos_id``, ``eos_id``.
 """
@@ -38,7 +40,7 @@ from .corpus import Pair, Vocab
 
 __all__ = [
     "Part", "Parts", "load_parts", "load_answers", "BuiltinMultiHeadAttention", "LearnedPositions",
-    "BuiltinEncoderLayer", "BuiltinDecoderLayer", "LayerCache", "Translator", "pad_batch", "Batches",
+    "BuiltinEncoderLayer", "BuiltinDecoderLayer", "BufferKVCache", "LayerCache", "project_kv", "attend", "Translator", "pad_batch", "Batches",
     "TrainConfig", "Trainer", "bleu", "translate", "capture_attention", "alignment_accuracy",
     "save_checkpoint", "load_checkpoint", "torch_layer_like", "checkpoint_path",
 ]
@@ -52,6 +54,7 @@ PART_SOURCES = {
     "causal_mask": ("03_masking", "torch.nn.Transformer.generate_square_subsequent_mask"),
     "MultiHeadAttention": ("04_multi_head_attention", "F.multi_head_attention_forward (nn.MultiheadAttention's core)"),
     "PositionalEncoding": ("05_positional_encoding", "learned positions (nn.Embedding), as in BERT and GPT-2"),
+    "KVCache": ("06_grouped_query_attention", "a preallocated buffer that doubles when full (BufferKVCache)"),
 }
 
 
@@ -207,19 +210,33 @@ def _check_positional(cls: type) -> None:
     torch.testing.assert_close(table[:, 1], torch.cos(pos))
 
 
-_CHECKS = {"causal_mask": _check_causal_mask, "MultiHeadAttention": _check_mha, "PositionalEncoding": _check_positional}
+def _check_kv_cache(cls: type) -> None:
+    cache = cls()
+    if len(cache) != 0:
+        raise ValueError("a new KVCache should be empty (len 0)")
+    k1, v1, k2, v2 = (torch.randn(2, 3, n, 4) for n in (2, 2, 1, 1))
+    cache.update(k1, v1)
+    k, v = cache.update(k2, v2)
+    torch.testing.assert_close(k, torch.cat([k1, k2], dim=2))
+    torch.testing.assert_close(v, torch.cat([v1, v2], dim=2))
+    if len(cache) != 3:
+        raise ValueError(f"len(cache) should be 3 after 2 + 1 positions, got {len(cache)}")
+
+
+_CHECKS = {"causal_mask": _check_causal_mask, "MultiHeadAttention": _check_mha, "PositionalEncoding": _check_positional,
+           "KVCache": _check_kv_cache}
 
 
 def load_parts(folder: str | Path | None = None, use_yours: bool = True) -> Parts:
-    """Notebook 08's building blocks: the learner's own answers from notebooks 03, 04 and 05 where they pass a quick
-    check, PyTorch's built-ins where they are missing or fail it.
+    """Notebook 08's building blocks: the learner's own answers from notebooks 03, 04, 05 and 06 where they pass a
+    quick check, built-in stand-ins where they are missing or fail it.
 
     `folder` holds the course's notebook folders (default: the parent of the current directory, so that
     notebooks/08_.../ finds notebooks/04_.../). Only the notebooks' first code cells and answer cells run.
     """
     base = Path(folder) if folder is not None else Path.cwd().parent
     builtins_ = {"causal_mask": builtin_causal_mask, "MultiHeadAttention": BuiltinMultiHeadAttention,
-                 "PositionalEncoding": LearnedPositions}
+                 "PositionalEncoding": LearnedPositions, "KVCache": BufferKVCache}
     by_notebook: dict[str, list[str]] = {}
     for name, (notebook, _) in PART_SOURCES.items():
         by_notebook.setdefault(notebook, []).append(name)
@@ -228,6 +245,7 @@ def load_parts(folder: str | Path | None = None, use_yours: bool = True) -> Part
         # 04's MultiHeadAttention calls its own split_heads/merge_heads: load the answers it depends on too.
         extra = ["split_heads", "merge_heads"] if notebook.startswith("04") else []
         extra += ["sinusoidal_encoding"] if notebook.startswith("05") else []
+        extra += ["repeat_kv"] if notebook.startswith("06") else []
         if use_yours:
             loaded = load_answers(base / notebook / f"{notebook}.ipynb", extra + names)
         else:
@@ -304,19 +322,77 @@ class LearnedPositions(nn.Module):
         return self.dropout(x + self.embedding.weight[:L])
 
 
-class LayerCache:
-    """One decoder layer's cache: the self-attention inputs of every position decoded so far, (B, t, d_model)."""
+class BufferKVCache:
+    """Notebook 06's KVCache interface on a preallocated buffer: keys and values (B, h, t, d_k) are written in place
+    into storage that doubles when full, so appending a position copies one position, not all of them."""
 
     def __init__(self) -> None:
-        self.x: torch.Tensor | None = None
+        self._k: torch.Tensor | None = None
+        self._v: torch.Tensor | None = None
+        self._t = 0
 
     def __len__(self) -> int:
-        return 0 if self.x is None else self.x.shape[1]
+        return self._t
 
-    def update(self, x_new: torch.Tensor) -> torch.Tensor:
-        """Append the newest positions' inputs (B, L_new, d_model); return all of them, (B, t, d_model)."""
-        self.x = x_new if self.x is None else torch.cat([self.x, x_new], dim=1)
-        return self.x
+    def update(self, k_new: torch.Tensor, v_new: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Append (B, h, L_new, d_k) keys and values; return all of them so far, (B, h, t, d_k) views."""
+        t = self._t + k_new.shape[2]
+        if self._k is None or t > self._k.shape[2]:
+            size = max(16, 2 * t)
+            grown = [x.new_empty(*x.shape[:2], size, x.shape[3]) for x in (k_new, v_new)]
+            if self._k is not None:
+                grown[0][:, :, :self._t] = self._k[:, :, :self._t]
+                grown[1][:, :, :self._t] = self._v[:, :, :self._t]
+            self._k, self._v = grown
+        self._k[:, :, self._t:t] = k_new
+        self._v[:, :, self._t:t] = v_new
+        self._t = t
+        return self._k[:, :, :t], self._v[:, :, :t]
+
+
+class LayerCache:
+    """One decoder layer's cache while decoding one batch of sentences.
+
+    - ``self_attn``: a KVCache (notebook 06's interface) of the self-attention's projected keys and values,
+      (B, h, t, d_k), one position appended per step;
+    - ``memory``: the cross-attention's keys and values of the encoder output, ``(k, v)`` each (B, h, Ls, d_k),
+      projected at the first step and reused at every later one (None until then).
+    """
+
+    def __init__(self, kv_cache: Callable[[], Any] | None = None) -> None:
+        self.self_attn = (kv_cache or BufferKVCache)()
+        self.memory: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def __len__(self) -> int:
+        return len(self.self_attn)
+
+
+def _heads(attn: nn.Module) -> int:
+    heads = getattr(attn, "num_heads", None)
+    if not isinstance(heads, int):
+        raise AttributeError(f"{type(attn).__name__} has no num_heads attribute (notebook 04's MultiHeadAttention "
+                             "keeps the number of heads in self.num_heads)")
+    return heads
+
+
+def project_kv(attn: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Keys and values of `x` (B, L, d_model) under the attention module's W_k and W_v, split into heads:
+    two tensors (B, h, L, d_k), the form a KVCache stores."""
+    h = _heads(attn)
+    B, L, d = x.shape
+    return tuple(proj(x).view(B, L, h, d // h).transpose(1, 2) for proj in (attn.W_k, attn.W_v))
+
+
+def attend(attn: nn.Module, query: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+           mask: torch.Tensor | None = None) -> torch.Tensor:
+    """The attention module's output for `query` (B, Lq, d_model) over keys and values that are already projected
+    and split into heads, (B, h, Lk, d_k) each (from `project_kv` or a KVCache); `mask` bool, True = may attend.
+    Runs on PyTorch's scaled_dot_product_attention; returns (B, Lq, d_model) (no weights)."""
+    h = _heads(attn)
+    B, Lq, d = query.shape
+    q = attn.W_q(query).view(B, Lq, h, d // h).transpose(1, 2)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return attn.W_o(out.transpose(1, 2).reshape(B, Lq, d))
 
 
 def _torch_mask(mask: torch.Tensor | None, heads: int) -> torch.Tensor | None:
@@ -342,32 +418,54 @@ class BuiltinEncoderLayer(nn.Module):
 
 
 class BuiltinDecoderLayer(nn.Module):
-    """`nn.TransformerDecoderLayer` (pre-norm, ReLU) behind the course's DecoderLayer interface. It has no cache of
-    its own: with one it reruns every cached position, which gives the same result, only slower."""
+    """`nn.TransformerDecoderLayer` (pre-norm, ReLU) behind the course's DecoderLayer interface. With a cache it runs
+    the same layer's weights on one new position, its keys and values cached (see LayerCache)."""
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1) -> None:
         super().__init__()
         self.num_heads, self.norm_first = num_heads, True
         self.layer = nn.TransformerDecoderLayer(d_model, num_heads, d_ff, dropout, batch_first=True, norm_first=True)
 
+    def _cached(self, mha: nn.MultiheadAttention, h: torch.Tensor, kv: tuple[torch.Tensor, torch.Tensor] | None,
+                source: torch.Tensor | None, mask: torch.Tensor | None):
+        d, H = h.shape[-1], self.num_heads
+        w_q, w_k, w_v = mha.in_proj_weight.chunk(3)
+        b_q, b_k, b_v = mha.in_proj_bias.chunk(3)
+        split = lambda t: t.unflatten(-1, (H, d // H)).transpose(1, 2)  # noqa: E731
+        if kv is None:
+            kv = split(F.linear(source, w_k, b_k)), split(F.linear(source, w_v, b_v))
+        out = F.scaled_dot_product_attention(split(F.linear(h, w_q, b_q)), *kv, attn_mask=mask)
+        return mha.out_proj(out.transpose(1, 2).flatten(2)), kv
+
     def forward(self, x, memory, tgt_mask=None, src_mask=None, cache=None):
-        new = x.shape[1]
-        if cache is not None:
-            x = cache.update(x)
-            tgt_mask = builtin_causal_mask(x.shape[1])[None, None]
         B, L, Ls = x.shape[0], x.shape[1], memory.shape[1]
-        if tgt_mask is not None:
-            tgt_mask = tgt_mask.expand(B, 1, L, L)
-        if src_mask is not None:
-            src_mask = src_mask.expand(B, 1, L, Ls)
-        out = self.layer(x, memory, tgt_mask=_torch_mask(tgt_mask, self.num_heads),
-                         memory_mask=_torch_mask(src_mask, self.num_heads))
-        return out[:, -new:] if cache is not None else out
+        if cache is None:
+            if tgt_mask is not None:
+                tgt_mask = tgt_mask.expand(B, 1, L, L)
+            if src_mask is not None:
+                src_mask = src_mask.expand(B, 1, L, Ls)
+            return self.layer(x, memory, tgt_mask=_torch_mask(tgt_mask, self.num_heads),
+                              memory_mask=_torch_mask(src_mask, self.num_heads))
+        lay = self.layer
+        h = lay.norm1(x)
+        new_kv = self._cached(lay.self_attn, h, None, h, None)[1]
+        kv = cache.self_attn.update(*new_kv)
+        mask = None if L == 1 else torch.ones(L, kv[0].shape[2], dtype=torch.bool).tril(kv[0].shape[2] - L)
+        x = x + lay.dropout1(self._cached(lay.self_attn, h, kv, None, mask)[0])
+        out, cache.memory = self._cached(lay.multihead_attn, lay.norm2(x), cache.memory, memory, src_mask)
+        x = x + lay.dropout2(out)
+        return x + lay._ff_block(lay.norm3(x))
+
+
+_MERGER = nn.MultiheadAttention(1, 1, batch_first=True)
 
 
 def builtin_decoder_mask(tgt: torch.Tensor, pad_id: int) -> torch.Tensor:
-    L = tgt.shape[1]
-    return builtin_causal_mask(L)[None, None] & (tgt != pad_id)[:, None, None, :]
+    """The stand-in for notebook 08's decoder_mask: PyTorch's square subsequent mask merged with the key padding
+    mask by nn.MultiheadAttention's own `merge_masks` (float masks, 0 where allowed)."""
+    square = nn.Transformer.generate_square_subsequent_mask(tgt.shape[1], device=tgt.device)
+    merged, _ = _MERGER.merge_masks(square, tgt == pad_id, tgt[..., None].float())
+    return merged == 0
 
 
 def torch_layer_like(layer: Any, num_heads: int) -> nn.Module:
@@ -433,6 +531,7 @@ class Translator(nn.Module):
         decoder_layer: Callable[..., nn.Module] | None = None,
         positional: Callable[..., nn.Module] | None = None,
         decoder_mask: Callable[[torch.Tensor, int], torch.Tensor] | None = None,
+        kv_cache: Callable[[], Any] | None = None,
     ) -> None:
         super().__init__()
         self.config = dict(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, d_model=d_model,
@@ -451,6 +550,7 @@ class Translator(nn.Module):
         self.dec_norm = nn.LayerNorm(d_model) if pre_norm else nn.Identity()
         self.generator = nn.Linear(d_model, tgt_vocab_size)
         self.decoder_mask = decoder_mask or builtin_decoder_mask
+        self.kv_cache = kv_cache or BufferKVCache  # the self-attention cache's class (notebook 06's KVCache)
 
     def _embed(self, embedding: nn.Embedding, tokens: torch.Tensor, start: int = 0) -> torch.Tensor:
         x = embedding(tokens) * math.sqrt(self.d_model)
@@ -492,8 +592,8 @@ class Translator(nn.Module):
         return self.generator(self.dec_norm(x))
 
     def new_cache(self) -> list[LayerCache]:
-        """An empty cache, one LayerCache per decoder layer."""
-        return [LayerCache() for _ in self.decoder]
+        """An empty cache, one LayerCache per decoder layer (each with a fresh `self.kv_cache`)."""
+        return [LayerCache(self.kv_cache) for _ in self.decoder]
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
         """Teacher forcing: logits for every position of `tgt` (which starts with <bos>)."""
