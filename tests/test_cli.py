@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -84,3 +85,125 @@ def test_lab_serves_the_course_with_nbgrader(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+# -- attn train / attn translate: what a user can get wrong ------------------------------------------------------
+
+SOLUTION_08 = nbs.ROOT / "solutions" / "08_transformer_translator"
+
+
+def _one_sentence_refusal(proc, *fragments):
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    for fragment in fragments:
+        assert fragment in proc.stderr, proc.stderr
+
+
+def _write(path, data: bytes):
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize("make, fragments", [
+    (lambda d: _write(d / "empty.tsv", b""), ["empty.tsv has no sentence pairs"]),
+    (lambda d: _write(d / "blank.tsv", b"\n  \n\n"), ["blank.tsv has no sentence pairs"]),
+    (lambda d: _write(d / "same.tsv", b"the dog sleeps\tder Hund schl\xc3\xa4ft\n" * 50),
+     ["same.tsv has 1 distinct source sentence (50 lines)", "at least 10"]),
+    (lambda d: _write(d / "few.tsv", "".join(f"the dog {i}\tder Hund {i}\n" for i in range(9)).encode()),
+     ["few.tsv has 9 distinct source sentences", "at least 10"]),
+    (lambda d: _write(d / "tabless.tsv", b"the dog\tder Hund\nthe cat  die Katze\n"),
+     ["tabless.tsv, line 2: expected 'source<TAB>target'", "fix or delete that line"]),
+    (lambda d: _write(d / "three.tsv", b"the dog\tder Hund\tzero one\n"), ["three.tsv, line 1: the alignment"]),
+    (lambda d: _write(d / "latin1.tsv", "the café\tdas Café\n".encode("latin-1")), ["latin1.tsv is not UTF-8"]),
+    (lambda d: d / "missing.tsv", ["no file at"]),
+    (lambda d: d, ["no file at"]),
+])
+def test_train_refuses_bad_data_in_one_sentence(tmp_path, make, fragments):
+    """Every --data the trainer cannot use ends in one sentence and exit status 2, before any model is built."""
+    _one_sentence_refusal(attn("train", "--data", str(make(tmp_path)), "--checkpoint", str(tmp_path / "c")), *fragments)
+
+
+def test_train_accepts_ten_distinct_pairs_and_reports_duplicates(tmp_path):
+    lines = "".join(f"the dog {i}\tder Hund {i}\n" for i in range(10)) + "the dog 0\tder Hund 0\n"
+    data = _write(tmp_path / "ten.tsv", lines.encode())
+    proc = attn("train", "--data", str(data), "--checkpoint", str(tmp_path / "c.safetensors"),
+                "--notebook", str(SOLUTION_08), env={**os.environ, "ATTN_TRAIN_STEPS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "data: ten.tsv (10 pairs, 11 lines); 9 to train on, 1 held out" in proc.stdout, proc.stdout
+    assert "ATTN_TRAIN_STEPS=1: training 1 step only" in proc.stdout and "trained to step 1 (" in proc.stdout
+
+
+@pytest.mark.parametrize("value", ["0", "many", "-3"])
+def test_train_steps_variable_must_be_a_positive_count(tmp_path, value):
+    proc = attn("train", "--notebook", str(SOLUTION_08), "--checkpoint", str(tmp_path / "c"),
+                env={**os.environ, "ATTN_TRAIN_STEPS": value})
+    _one_sentence_refusal(proc, f"ATTN_TRAIN_STEPS='{value}'", "at least 1")
+
+
+@pytest.fixture(scope="module")
+def small_checkpoint(tmp_path_factory):
+    """A 2-step translator on 40 short pairs: the vocabulary is what these tests need, not the translations."""
+    from utils.corpus import make_corpus, write_pairs
+
+    folder = tmp_path_factory.mktemp("small")
+    pairs = make_corpus(40, seed=2, max_words=6)
+    write_pairs(folder / "pairs.tsv", pairs)
+    path = folder / "small.safetensors"
+    proc = attn("train", "--data", str(folder / "pairs.tsv"), "--steps", "2", "--checkpoint", str(path),
+                "--notebook", str(SOLUTION_08))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return path, pairs
+
+
+@pytest.mark.parametrize("form", ["file", "folder", "relative folder"])
+def test_translate_takes_the_notebook_in_the_forms_check_takes(small_checkpoint, form):
+    path, pairs = small_checkpoint
+    notebook = {"file": SOLUTION_08 / "08_transformer_translator.ipynb", "folder": SOLUTION_08,
+                "relative folder": "solutions/08_transformer_translator"}[form]
+    proc = attn("translate", "--checkpoint", str(path), "--notebook", str(notebook), pairs[0].src)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(proc.stdout.strip().splitlines()) == 1
+
+
+def test_translate_notebook_by_id_is_the_learners_copy(small_checkpoint):
+    """The id means notebooks/08_... (the blank copy here), as for `attn check`: refused for what it lacks."""
+    path, pairs = small_checkpoint
+    proc = attn("translate", "--checkpoint", str(path), "--notebook", "08_transformer_translator", pairs[0].src)
+    _one_sentence_refusal(proc, "your decoder_mask in 08_transformer_translator.ipynb is not implemented yet")
+    _one_sentence_refusal(attn("translate", "--checkpoint", str(path), "--notebook", "no_such_place", "a"),
+                          "--notebook no_such_place: not found", "its folder, or the id")
+
+
+def test_translate_names_unknown_words_and_suggests_known_ones(small_checkpoint):
+    from utils.corpus import Vocab
+    from utils.translator import read_checkpoint
+
+    path, pairs = small_checkpoint
+    known = Vocab(read_checkpoint(path)[1]["src_vocab"])
+    first, *rest = pairs[0].src.split()
+    unknown = ["zebra", "quickly", "reads", "!"]
+    assert not any(w in known for w in unknown)
+    sentence = " ".join([first.capitalize(), "zebra", "quickly", "reads", *rest, "!"])  # a known word capitalised
+    proc = attn("translate", "--checkpoint", str(path), "--notebook", str(SOLUTION_08), sentence)
+    _one_sentence_refusal(proc, "and 1 more", "`attn translate --vocabulary` lists them")
+    for word in unknown[:3]:
+        assert re.search(rf"'{word}' \((try|did you mean) '", proc.stderr), proc.stderr
+    assert f"'{first.capitalize()}'" not in proc.stderr
+    named = proc.stderr.split("never seen", 1)[1].split(": it translates", 1)[0]
+    offered = [w for w in re.findall(r"'([^']+)'", named) if w not in unknown]
+    assert offered and all(w in known for w in offered), named
+
+
+def test_translate_vocabulary_lists_the_known_words(small_checkpoint):
+    from utils.corpus import Vocab
+    from utils.translator import read_checkpoint
+
+    path, _ = small_checkpoint
+    known = Vocab(read_checkpoint(path)[1]["src_vocab"])
+    proc = attn("translate", "--checkpoint", str(path), "--vocabulary")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"{len(known) - 4} words:"
+    listed = [w for line in lines[1:] for w in line.split(":", 1)[1].split()]
+    assert sorted(listed) == sorted(known.itos[4:])

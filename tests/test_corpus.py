@@ -1,7 +1,6 @@
 """utils/corpus.py: the course's own parallel corpus (notebook 08 trains its translator on it)."""
 
 import random
-import re
 
 import pytest
 
@@ -343,3 +342,39 @@ def test_unknown_words_and_min_freq():
         Vocab.build(five, min_freq=0)
     with pytest.raises(ValueError):
         Vocab(["a", "b"])
+
+
+# -- words and suggestions (attn translate's message for an unknown word) ------------------------------------------
+
+def test_word_classes_cover_every_english_word_the_grammar_writes(pairs):
+    classes = corpus.english_word_classes()
+    words = {w for p in pairs for w in p.src.split()}
+    assert words <= set(classes), sorted(words - set(classes))
+    assert classes["writes"] == classes["wrote"] == "verb" and classes["books"] == "noun"
+    assert classes["yesterday"] == "adverb" and classes["red"] == "adjective" and classes["."] == "other"
+
+
+@pytest.mark.parametrize("word, wanted", [
+    ("womn", {"woman", "women"}),          # a slip: close spellings first
+    ("reads", {"verb", "noun"}),           # -s: verbs (3rd person) and plural nouns
+    ("jumped", {"verb"}),                  # -ed: past forms
+    ("quickly", {"adverb"}),
+    ("!", {"other"}),                      # punctuation for punctuation
+])
+def test_similar_known_words_suggest_known_words_of_the_right_kind(pairs, word, wanted):
+    vocab = Vocab.build(p.src for p in pairs)
+    found = corpus.similar_known_words(word, vocab.itos)
+    classes = corpus.english_word_classes()
+    assert len(found) == 3 or word == "!", found
+    assert all(w in vocab and w not in corpus.SPECIALS for w in found), found
+    if word == "womn":
+        assert set(found[:2]) == wanted
+    else:
+        assert {classes[w] for w in found} <= wanted, found
+    if word == "jumped":
+        assert all(w.endswith("ed") for w in found)
+
+
+def test_similar_known_words_only_offers_what_it_is_given():
+    assert corpus.similar_known_words("reads", ["<pad>", "<bos>", "<eos>", "<unk>", "the", "dog"]) == []
+    assert corpus.similar_known_words("reads", ["sees", "dogs", "red"], n=2) == ["sees", "dogs"]

@@ -37,7 +37,7 @@ from pathlib import Path
 
 __all__ = [
     "Pair", "make_corpus", "split_pairs", "read_pairs", "write_pairs", "corpus_stats", "is_reordered",
-    "tokenize", "Vocab", "PAD", "BOS", "EOS", "UNK", "SPECIALS",
+    "tokenize", "Vocab", "PAD", "BOS", "EOS", "UNK", "SPECIALS", "english_word_classes", "similar_known_words",
 ]
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
@@ -589,6 +589,61 @@ class Vocab:
 
     def to_list(self) -> list[str]:
         return list(self.itos)
+
+
+def english_word_classes() -> dict[str, str]:
+    """Every English word the grammar can write, with its class: "noun", "verb", "adjective", "adverb" or
+    "other" (articles, pronouns, prepositions, conjunctions, auxiliaries, punctuation). `attn translate` uses it
+    to suggest known words in place of one the model has never seen."""
+    classes: dict[str, str] = {}
+    for noun in _NOUNS:
+        classes.update(dict.fromkeys(noun[:2], "noun"))
+    for verb in _VERBS:
+        classes.update(dict.fromkeys(verb[0], "verb"))
+    classes.update({a[0]: "adjective" for a in _ADJECTIVES})
+    classes.update({en: "adverb" for pool in _ADVERBS.values() for en, _ in pool})
+    others = ["the", "a", "an", "my", "has", "have", "that", "if", "to", ",", "."]
+    others += [en for en, _ in _CONJUNCTIONS] + [pp[0] for pp in _PREPOSITIONS]
+    for word in others:
+        classes.setdefault(word, "other")
+    return classes
+
+
+def similar_known_words(word: str, known: Iterable[str], n: int = 3) -> list[str]:
+    """Up to `n` words of `known` to try instead of `word`: close spellings first ("womn" -> "woman"), then words
+    of the class its ending suggests (-ed: past verbs; -s: verbs and plural nouns; -ly: adverbs; otherwise nouns and
+    verbs; punctuation: punctuation), the most alike first."""
+    import difflib
+
+    known = [w for w in known if w not in SPECIALS]
+    picks = difflib.get_close_matches(word.lower(), known, n=n, cutoff=0.8)
+    classes = english_word_classes()
+    w = word.lower()
+
+    def of(kind: str, ending: str = "") -> list[str]:
+        return [k for k in known if classes.get(k) == kind and k.endswith(ending)]
+
+    def mix(a: list[str], b: list[str]) -> list[str]:
+        return [x for pair in zip(a, b) for x in pair] + a[len(b):] + b[len(a):]
+
+    if not any(ch.isalnum() for ch in w):
+        wanted = [k for k in known if not any(ch.isalnum() for ch in k)]
+    elif w.endswith("ly"):
+        wanted = of("adverb")
+    elif w.endswith("ed"):
+        wanted = of("verb", "ed")
+    elif w.endswith("s") and not w.endswith("ss"):
+        wanted = mix(of("verb", "s"), of("noun", "s"))
+    else:
+        singular, base = {n[0] for n in _NOUNS}, {v[0][0] for v in _VERBS}
+        wanted = mix([k for k in of("noun") if k in singular], [k for k in of("verb") if k in base])
+    wanted.sort(key=lambda k: -difflib.SequenceMatcher(None, w, k).ratio())  # stable: frequent first among ties
+    for k in wanted:
+        if len(picks) >= n:
+            break
+        if k not in picks:
+            picks.append(k)
+    return picks
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import sys
 import time
 from pathlib import Path
@@ -21,14 +22,27 @@ NOTEBOOK = "08_transformer_translator"
 #: The notebook's configuration (section 6 and 8): the commands train the same model.
 MODEL_CONFIG = dict(d_model=128, num_heads=4, d_ff=256, num_layers=2, dropout=0.0)
 DEFAULT_STEPS = 2800
+#: Set ATTN_TRAIN_STEPS=N to make `attn train` stop after N steps whatever --steps says: a quick try of the command,
+#: and how the tests run README's training commands (tests/test_readme.py) without training for minutes.
+STEPS_ENV = "ATTN_TRAIN_STEPS"
+#: A --data file needs at least this many distinct source sentences: one held out per ten, and at least one.
+MIN_PAIRS = 10
 
 
 class UserError(Exception):
     """A problem the user can fix; the message says how."""
 
 
-def _default_notebook() -> Path:
-    return nbs.release_path(NOTEBOOK)
+def _notebook(given: str | None) -> Path:
+    """The notebook-08 file --notebook means, in the forms `attn check` accepts: a .ipynb file, the folder holding
+    it, or the id (08_transformer_translator: your copy in notebooks/). Default: your copy in notebooks/."""
+    if not given:
+        return nbs.release_path(NOTEBOOK)
+    try:
+        return nbs.find_notebook(given)
+    except nbs.CourseError:
+        raise UserError(f"--notebook {given}: not found (give your copy of {NOTEBOOK}.ipynb, its folder, or the id "
+                        f"{NOTEBOOK})") from None
 
 
 def learner_parts(notebook: Path, need: tuple[str, ...]) -> tuple[dict[str, Any], str]:
@@ -99,14 +113,23 @@ def _data(path: str | None):
         raise UserError(f"no file at {file}: give a UTF-8 text file of 'source<TAB>target' lines")
     try:
         pairs = read_pairs(file)
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
-    except UnicodeDecodeError:
+    except UnicodeDecodeError:  # before ValueError, of which it is a subclass
         raise UserError(f"{file} is not UTF-8 text: save it as UTF-8 and try again") from None
-    if len(pairs) < 10:
-        raise UserError(f"{file} has {len(pairs)} sentence pairs: a translator needs thousands (at least 10 to run)")
-    held = max(1, min(300, len(pairs) // 10))
-    return split_pairs(pairs, seed=0, held_out=held), f"{file.name} ({len(pairs):,} pairs)"
+    except ValueError as exc:
+        raise UserError(f"{exc}; fix or delete that line") from None
+    except OSError as exc:
+        raise UserError(f"cannot read {file} ({exc.strerror or exc})") from None
+    distinct = len({p.src for p in pairs})
+    if not pairs:
+        raise UserError(f"{file} has no sentence pairs: give one 'source<TAB>target' line per pair, UTF-8")
+    if distinct < MIN_PAIRS:
+        lines = f" ({len(pairs)} lines)" if len(pairs) != distinct else ""
+        raise UserError(f"{file} has {distinct} distinct source sentence{'s' if distinct != 1 else ''}{lines}: "
+                        f"training needs at least {MIN_PAIRS} (one in ten is held out to measure BLEU), and a "
+                        "useful translator thousands")
+    held = max(1, min(300, distinct // 10))
+    lines = f", {len(pairs):,} lines" if len(pairs) != distinct else ""
+    return split_pairs(pairs, seed=0, held_out=held), f"{file.name} ({distinct:,} pairs{lines})"
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -116,9 +139,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     from .translator import Batches, TrainConfig, Trainer, bleu, checkpoint_path, load_checkpoint, translate
 
     torch.set_num_threads(1)
-    notebook = Path(args.notebook) if args.notebook else _default_notebook()
-    answers, used = learner_parts(notebook, ("decoder_mask", "EncoderLayer", "DecoderLayer", "greedy_decode"))
     (train_pairs, held_out), described = _data(args.data)
+    answers, used = learner_parts(_notebook(args.notebook),
+                                  ("decoder_mask", "EncoderLayer", "DecoderLayer", "greedy_decode"))
     src_vocab = Vocab.build(p.src for p in train_pairs)
     tgt_vocab = Vocab.build(p.tgt for p in train_pairs)
     unknown_src = src_vocab.unk_rate(p.src for p in held_out)
@@ -130,7 +153,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     max_len = max(64, longest + 8)
     model = _build(answers, len(src_vocab), len(tgt_vocab), {"max_len": max_len})
     steps = args.steps or DEFAULT_STEPS
-    cfg = TrainConfig(steps=steps, eval_every=args.eval_every)
+    eval_every = args.eval_every
+    if os.environ.get(STEPS_ENV):
+        value = os.environ[STEPS_ENV]
+        steps = int(value) if value.strip().isdigit() else 0
+        if steps < 1:
+            raise UserError(f"{STEPS_ENV}={value!r}: give a whole number of steps, at least 1")
+        eval_every = min(eval_every, steps)
+        print(f"{STEPS_ENV}={steps}: training {steps} step{'s' if steps != 1 else ''} only")
+    cfg = TrainConfig(steps=steps, eval_every=eval_every)
     batches = Batches([src_vocab.encode(p.src) for p in train_pairs], [tgt_vocab.encode(p.tgt) for p in train_pairs],
                       cfg.batch_size, cfg.seed)
     greedy = answers["greedy_decode"]
@@ -162,25 +193,43 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _translate_words(words: list[str], vocab) -> list[str]:
-    """Map each word to a known one (the lower-case form when only that is known); unknown words raise."""
+    """Map each word to a known one (the lower-case form when only that is known); unknown words raise one
+    sentence that names them and suggests known words in their place."""
+    from .corpus import similar_known_words
+
     known, unknown = [], []
     for word in words:
         if word in vocab:
             known.append(word)
         elif word.lower() in vocab:
             known.append(word.lower())
-        else:
+        elif word not in unknown:
             unknown.append(word)
     if unknown:
-        candidates = [w for w in vocab.itos[4:]]
         hints = []
         for word in unknown[:3]:
-            close = difflib.get_close_matches(word.lower(), candidates, n=2)
-            hints.append(f"'{word}'" + (f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""))
-        raise UserError(f"the model has never seen {', '.join(hints)}{' and more' if len(unknown) > 3 else ''}: it "
-                        f"knows the {len(vocab) - 4} words of its training data (e.g. "
-                        f"{', '.join(candidates[:6])}), and cannot translate others")
+            close = difflib.get_close_matches(word.lower(), vocab.itos[4:], n=2, cutoff=0.8)
+            hints.append(f"'{word}' (did you mean {' or '.join(repr(w) for w in close)}?)" if close else
+                         f"'{word}' (try {', '.join(repr(w) for w in similar_known_words(word, vocab.itos))})")
+        more = f" and {len(unknown) - 3} more" if len(unknown) > 3 else ""
+        raise UserError(f"the model has never seen {', '.join(hints)}{more}: it translates only the "
+                        f"{len(vocab) - 4} words of its training data (`attn translate --vocabulary` lists them)")
     return known
+
+
+def _print_vocabulary(vocab) -> None:
+    """The words a checkpoint's model can translate, by class (the course corpus's classes; others last)."""
+    from .corpus import english_word_classes
+
+    classes = english_word_classes()
+    order = ["noun", "verb", "adjective", "adverb", "other"]
+    groups: dict[str, list[str]] = {}
+    for word in vocab.itos[4:]:
+        groups.setdefault(classes.get(word, "other"), []).append(word)
+    print(f"{len(vocab) - 4} words:")
+    for kind in order:
+        if groups.get(kind):
+            print(f"  {kind}s: {' '.join(sorted(groups[kind]))}")
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
@@ -190,7 +239,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
     from .translator import checkpoint_path, read_checkpoint
 
     text = " ".join(args.sentence).strip()
-    if not text:
+    if not text and not args.vocabulary:
         raise UserError('give a sentence to translate, e.g. attn translate "yesterday the small dog saw the woman"')
     path = Path(args.checkpoint) if args.checkpoint else checkpoint_path()
     try:
@@ -200,11 +249,14 @@ def cmd_translate(args: argparse.Namespace) -> int:
     if "src_vocab" not in meta:
         raise UserError(f"{path} has no vocabulary saved with it: train it with `attn train` or notebook 08")
     src_vocab, tgt_vocab = Vocab(meta["src_vocab"]), Vocab(meta["tgt_vocab"])
+    if args.vocabulary:
+        _print_vocabulary(src_vocab)
+        if not text:
+            return 0
     words = _translate_words(tokenize(text), src_vocab)
     torch.set_num_threads(1)
-    notebook = Path(args.notebook) if args.notebook else _default_notebook()
     need = ("decoder_mask", "EncoderLayer", "DecoderLayer") + (("beam_search",) if args.beam else ("greedy_decode",))
-    answers, _ = learner_parts(notebook, need)
+    answers, _ = learner_parts(_notebook(args.notebook), need)
     model = _build(answers, len(src_vocab), len(tgt_vocab), meta["config"])
     try:
         model.load_state_dict({k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")})
@@ -266,16 +318,21 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--minutes", type=float, help="stop after this many minutes (a checkpoint is saved)")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint")
     p.add_argument("--checkpoint", metavar="FILE", help="where to save (default checkpoints/translator.safetensors)")
-    p.add_argument("--notebook", metavar="NB", help=f"your notebook 08 (default notebooks/{NOTEBOOK}/{NOTEBOOK}.ipynb)")
+    p.add_argument("--notebook", metavar="NB", help=f"your notebook 08: the .ipynb, its folder or the id (default "
+                   f"notebooks/{NOTEBOOK}/{NOTEBOOK}.ipynb)")
     p.add_argument("--eval-every", type=int, default=400, help="steps between BLEU evaluations (default 400)")
+    p.epilog = (f"{STEPS_ENV}=N in the environment trains N steps only, whatever --steps says (a quick try; the "
+                "tests use it)")
     p.set_defaults(func=_guarded(cmd_train))
 
     p = sub.add_parser("translate", help="translate a sentence with the trained translator")
     p.add_argument("sentence", nargs="*", help="the English sentence")
     p.add_argument("--beam", type=int, metavar="K", help="beam search with K hypotheses (default: greedy)")
     p.add_argument("--attention", metavar="PNG", help="also write the last layer's cross-attention heatmap here")
+    p.add_argument("--vocabulary", action="store_true", help="list the words the model knows (it translates no others)")
     p.add_argument("--checkpoint", metavar="FILE", help="the checkpoint (default checkpoints/translator.safetensors)")
-    p.add_argument("--notebook", metavar="NB", help=f"your notebook 08 (default notebooks/{NOTEBOOK}/{NOTEBOOK}.ipynb)")
+    p.add_argument("--notebook", metavar="NB", help=f"your notebook 08: the .ipynb, its folder or the id (default "
+                   f"notebooks/{NOTEBOOK}/{NOTEBOOK}.ipynb)")
     p.set_defaults(func=_guarded(cmd_translate))
 
 

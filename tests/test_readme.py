@@ -1,0 +1,333 @@
+"""README.md's example commands, run as a reader would type them.
+
+Every command line in a ```bash block of README.md, and the inline commands listed in INLINE, is either run by a
+test here (RUN: command -> the test that runs it) or listed in NOT_RUN with the reason; a command added to the
+README without either fails `test_every_readme_command_is_run_or_excused`. Commands run verbatim, from the course
+folder, except where a note says what is added and why (training is cut short with ATTN_TRAIN_STEPS, and the
+translator uses the finished solution notebook and a temporary checkpoint instead of the reader's).
+docs/COURSE.md's table of exercise names and points is compared with solutions/ too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from utils import notebooks as nbs
+from utils.corpus import make_corpus, write_pairs
+
+from .conftest import free_port
+
+ROOT = nbs.ROOT
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+SOLUTION_08 = ROOT / "solutions" / "08_transformer_translator"
+STEPS = 20  # ATTN_TRAIN_STEPS for README's training commands: seconds, not minutes
+
+
+def bash_block_commands(text: str) -> list[str]:
+    """Each command line of the ```bash blocks, without its trailing comment."""
+    found = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        for line in block.splitlines():
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            found.append(re.sub(r"\s+#\s.*$", "", line).strip())
+    return found
+
+
+#: Commands README gives inside a sentence (not in a bash block) that a reader would type.
+INLINE = [
+    ".venv/bin/attn lab --no-browser --port 8889",
+    "make release",
+    "make bench",
+    "ATTN_TRAIN_STEPS=20 .venv/bin/attn train",
+    "apt-get install fonts-noto-cjk fonts-noto-color-emoji",
+]
+
+RUN = {
+    "make lab": "test_make_lab_serves_the_course",
+    ".venv/bin/attn lab --no-browser --port 8889": "test_attn_lab_with_options_serves_the_course",
+    ".venv/bin/attn check notebooks/01_attention_intuition": "test_check_grades_a_blank_copy",
+    "make install": "test_make_install_is_a_no_op_when_installed",
+    '.venv/bin/attn translate "yesterday the small dog saw the woman"': "test_translate_greedy",
+    '.venv/bin/attn translate --beam 4 --attention cross.png "yesterday the woman has written a letter"':
+        "test_translate_beam_with_heatmap",
+    ".venv/bin/attn translate --vocabulary": "test_translate_lists_its_vocabulary",
+    ".venv/bin/attn train --steps 6000": "trained (fixture), with ATTN_TRAIN_STEPS",
+    ".venv/bin/attn train --data my_pairs.tsv": "test_train_on_your_own_pairs",
+    "ATTN_TRAIN_STEPS=20 .venv/bin/attn train": "test_quick_training_as_documented",
+}
+
+_NBGRADER = ("writes release/, exchange/, submitted/, autograded/, feedback/ and gradebook.db into the course "
+             "folder; tests/test_nbgrader_flow.py runs generate_assignment, release_assignment, fetch, submit, "
+             "collect, autograde and generate_feedback on a copy, tests/test_hub.py release_feedback through a hub")
+NOT_RUN = {
+    "make test": "the whole suite, this file included (README gives its measured time)",
+    "conda env create -f environment.yml": "no conda here, and it downloads; tests/test_environment.py checks "
+                                           "environment.yml against pyproject.toml",
+    "conda activate attention-course": "needs the conda environment above",
+    "attn lab": "the conda route's `make lab`; `make lab` and `attn lab` with options are run here",
+    "make release": "rewrites notebooks/ (backing up changed copies); tests/test_release.py and test_cli.py's "
+                    "`attn release --check` cover it",
+    "make bench": "measures every notebook's budget: minutes",
+    "apt-get install fonts-noto-cjk fonts-noto-color-emoji": "needs root and the network",
+    ".venv/bin/nbgrader generate_assignment 01_attention_intuition": _NBGRADER,
+    ".venv/bin/nbgrader release_assignment 01_attention_intuition": _NBGRADER,
+    ".venv/bin/nbgrader collect 01_attention_intuition": _NBGRADER,
+    ".venv/bin/nbgrader autograde 01_attention_intuition --create": _NBGRADER,
+    ".venv/bin/nbgrader generate_feedback 01_attention_intuition": _NBGRADER,
+    ".venv/bin/nbgrader release_feedback 01_attention_intuition": _NBGRADER,
+    ".venv/bin/nbgrader export": _NBGRADER + " (`nbgrader export` itself is run by no test)",
+    "sudo useradd --create-home mrs-ng; sudo useradd --create-home alice; ...":
+        "creates Unix users as root; tests/test_hub.py makes its own",
+    "sudo deploy/jupyterhub/setup.sh --python /usr/bin/python3 mrs-ng alice bob carol":
+        "root, system-wide; tests/test_hub.py runs setup.sh (with this environment) and a real hub",
+    "sudo /opt/attn-env/bin/jupyterhub -f deploy/jupyterhub/jupyterhub_config.py": "as above: tests/test_hub.py",
+}
+
+
+def test_every_readme_command_is_run_or_excused():
+    in_blocks = bash_block_commands(README)
+    assert in_blocks, "no ```bash block found in README.md"
+    flat = " ".join(README.split())  # an inline command may wrap onto the next line
+    for command in INLINE:
+        assert f"`{command}" in flat, f"INLINE lists {command!r}, which README no longer gives"
+    given = set(in_blocks) | set(INLINE)
+    unaccounted = sorted(given - set(RUN) - set(NOT_RUN))
+    assert not unaccounted, f"README commands neither run nor excused here: {unaccounted}"
+    stale = sorted((set(RUN) | set(NOT_RUN)) - given)
+    assert not stale, f"listed here but no longer in README: {stale}"
+    assert not set(RUN) & set(NOT_RUN)
+
+
+# -- running a command line ------------------------------------------------------------------------------------
+
+def run(command: str, cwd: Path = ROOT, env: dict[str, str] | None = None, extra: tuple[str, ...] = (),
+        timeout: int = 300) -> subprocess.CompletedProcess:
+    """Run one README command line: `VAR=value` prefixes go to the environment; `.venv/bin/attn` is this
+    interpreter's `utils.cli` (the same program, wherever the test runs from); `extra` options are appended."""
+    words = shlex.split(command)
+    env = {**os.environ, **(env or {})}
+    while words and re.match(r"^[A-Z_]+=", words[0]):
+        key, _, value = words.pop(0).partition("=")
+        env[key] = value
+    if words[0] == ".venv/bin/attn":
+        words = [sys.executable, "-m", "utils.cli", *words[1:]]
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return subprocess.run([*words, *extra], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def one_clean_line(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 1, proc.stdout
+    return lines[0]
+
+
+# -- the translator -------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """README's `attn train --steps 6000`, cut to STEPS steps by ATTN_TRAIN_STEPS, with the finished solution
+    notebook (a reader's own copy starts blank) and a temporary checkpoint (the reader's is in checkpoints/)."""
+    path = tmp_path_factory.mktemp("translator") / "translator.safetensors"
+    proc = run(".venv/bin/attn train --steps 6000", env={"ATTN_TRAIN_STEPS": str(STEPS)},
+               extra=("--notebook", str(SOLUTION_08), "--checkpoint", str(path)))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert f"ATTN_TRAIN_STEPS={STEPS}: training {STEPS} steps only" in out
+    assert re.search(r"^data: the course's corpus \(40,000 pairs, seed 0\); 39,700 to train on, 300 held out", out,
+                     re.M)
+    assert re.search(rf"^step {STEPS}\s+seconds [\d.]+\s+loss [\d.]+\s+bleu [\d.]+", out, re.M), out
+    assert f"trained to step {STEPS} (" in out and path.is_file()
+    return path
+
+
+def _translate_options(checkpoint: Path) -> tuple[str, ...]:
+    return ("--notebook", str(SOLUTION_08), "--checkpoint", str(checkpoint))
+
+
+def _target_words(checkpoint: Path) -> set[str]:
+    from utils.translator import read_checkpoint
+
+    return set(read_checkpoint(checkpoint)[1]["tgt_vocab"])
+
+
+def test_translate_greedy(trained):
+    command = '.venv/bin/attn translate "yesterday the small dog saw the woman"'
+    line = one_clean_line(run(command, extra=_translate_options(trained)))
+    # An untrained model's words, but words of the target language (and every source word was known: exit 0).
+    assert line and set(line.split()) <= _target_words(trained), line
+
+
+def test_translate_beam_with_heatmap(trained, tmp_path):
+    command = '.venv/bin/attn translate --beam 4 --attention cross.png "yesterday the woman has written a letter"'
+    proc = run(command, cwd=tmp_path, extra=_translate_options(trained))
+    line = one_clean_line(proc)
+    assert set(line.split()) <= _target_words(trained), line
+    assert (tmp_path / "cross.png").read_bytes()[:4] == b"\x89PNG"
+    assert "cross-attention heatmap: cross.png" in proc.stderr
+
+
+def test_translate_lists_its_vocabulary(trained):
+    proc = run(".venv/bin/attn translate --vocabulary", extra=("--checkpoint", str(trained)))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("180 words:"), proc.stdout[:200]  # README: "the 180 English words"
+    verbs = next(line for line in proc.stdout.splitlines() if line.strip().startswith("verbs:"))
+    assert {"saw", "written", "writes"} <= set(verbs.split()) and "reads" not in verbs
+
+
+def test_readme_sentences_use_only_known_words(trained):
+    """Every sentence README gives `attn translate` is in the model's vocabulary; a word outside it gets one line."""
+    from utils.corpus import tokenize
+    from utils.translator import read_checkpoint
+
+    known = set(read_checkpoint(trained)[1]["src_vocab"])
+    sentences = re.findall(r'attn translate [^"\n]*"([^"]+)"', README)
+    assert len(sentences) >= 2
+    for sentence in sentences:
+        assert set(tokenize(sentence)) <= known, sentence
+    proc = run('.venv/bin/attn translate "the woman reads the book"', extra=_translate_options(trained))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert len(proc.stderr.strip().splitlines()) == 1 and "never seen 'reads' (try '" in proc.stderr, proc.stderr
+
+
+def test_train_on_your_own_pairs(tmp_path):
+    """README's `attn train --data my_pairs.tsv`, in a folder holding such a file, cut short by ATTN_TRAIN_STEPS."""
+    write_pairs(tmp_path / "my_pairs.tsv", make_corpus(200, seed=1, max_words=8))
+    proc = run(".venv/bin/attn train --data my_pairs.tsv", cwd=tmp_path, env={"ATTN_TRAIN_STEPS": "4"},
+               extra=("--notebook", str(SOLUTION_08), "--checkpoint", str(tmp_path / "own.safetensors")))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(r"^data: my_pairs\.tsv \(200 pairs\); 180 to train on, 20 held out; vocabulary \d+ / \d+; "
+                     r"unknown held-out words [\d.]+% / [\d.]+%$", proc.stdout, re.M), proc.stdout
+    assert "trained to step 4 (" in proc.stdout and (tmp_path / "own.safetensors").is_file()
+
+
+def test_quick_training_as_documented(tmp_path):
+    """`ATTN_TRAIN_STEPS=20 .venv/bin/attn train` trains 20 steps; on a reader's blank notebook it says what to
+    finish first, in one line, before any training."""
+    command = "ATTN_TRAIN_STEPS=20 .venv/bin/attn train"
+    blank = run(command, extra=("--notebook", "08_transformer_translator", "--checkpoint", str(tmp_path / "x")))
+    assert blank.returncode == 2 and "Traceback" not in blank.stderr
+    assert "not implemented yet: finish that exercise of notebook 08 first" in blank.stderr, blank.stderr
+    proc = run(command, extra=("--eval-every", "10", "--notebook", str(SOLUTION_08),
+                               "--checkpoint", str(tmp_path / "q.safetensors")))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    steps = [int(m) for m in re.findall(r"^step (\d+) ", proc.stdout, re.M)]
+    assert steps == [10, 20], proc.stdout
+
+
+# -- the other commands -----------------------------------------------------------------------------------------
+
+def test_check_grades_a_blank_copy():
+    proc = run(".venv/bin/attn check notebooks/01_attention_intuition")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.splitlines()[0] == "notebooks/01_attention_intuition: 0 / 10 points"
+    assert "not implemented yet" in proc.stdout
+
+
+def test_make_install_is_a_no_op_when_installed():
+    if subprocess.run(["make", "-q", "install"], cwd=ROOT).returncode != 0:
+        pytest.skip("the environment is older than pyproject.toml: `make install` would download packages")
+    proc = run("make install")
+    assert proc.returncode == 0, proc.stderr
+    assert "pip install" not in proc.stdout, proc.stdout
+
+
+def _serve(command: list[str], tmp_path: Path, env: dict[str, str]) -> str:
+    """Start a JupyterLab command, find its URL in the log, list notebooks/ through it, then stop it."""
+    env = {**os.environ, "HOME": str(tmp_path), "JUPYTER_PLATFORM_DIRS": "1", "BROWSER": "true", **env}
+    log = tmp_path / "lab.log"
+    with open(log, "w") as out:
+        server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+    try:
+        deadline, listing = time.time() + 90, None
+        while time.time() < deadline and listing is None:
+            assert server.poll() is None, log.read_text()[-3000:]
+            found = re.search(r"(http://(?:127\.0\.0\.1|localhost):\d+)/lab\S*\?token=(\w+)", log.read_text())
+            if found:
+                base, token = found.groups()
+                try:
+                    with urllib.request.urlopen(f"{base}/api/contents/notebooks?token={token}", timeout=5) as r:
+                        listing = r.read().decode()
+                except OSError:
+                    pass
+            time.sleep(0.5)
+        assert listing is not None, "JupyterLab did not answer within 90 s: " + log.read_text()[-3000:]
+        assert all(a in listing for a in nbs.assignments())
+        return base
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+
+
+def test_make_lab_serves_the_course(tmp_path):
+    """`make lab` verbatim (BROWSER=true: the browser it opens is a no-op here): it serves notebooks/. Where the
+    environment is older than pyproject.toml, `make lab` would first reinstall it (a download): then the same
+    recipe runs with the install step marked done (`make -o .venv/.installed lab`)."""
+    up_to_date = subprocess.run(["make", "-q", "install"], cwd=ROOT).returncode == 0
+    _serve(["make", "lab"] if up_to_date else ["make", "-o", ".venv/.installed", "lab"], tmp_path, {})
+
+
+def test_attn_lab_with_options_serves_the_course(tmp_path):
+    """README's `.venv/bin/attn lab --no-browser --port 8889` (another free port if 8889 is taken)."""
+    import socket
+
+    with socket.socket() as s:
+        port = 8889 if s.connect_ex(("127.0.0.1", 8889)) != 0 else free_port()
+    base = _serve([sys.executable, "-m", "utils.cli", "lab", "--no-browser", "--port", str(port)], tmp_path,
+                  {"PYTHONPATH": str(ROOT)})
+    assert base.endswith(f":{port}")
+
+
+def test_attn_table_options_exist():
+    """Each `attn` command in README's table accepts every option the table gives it."""
+    rows = re.findall(r"^\| `attn (\w+)([^`]*)` \|", README, re.M)
+    assert {name for name, _ in rows} >= {"lab", "check", "release", "references", "execute", "bench", "train",
+                                          "translate"}
+    for name, synopsis in rows:
+        options = re.findall(r"--[a-z][a-z-]*", synopsis)
+        if not options:
+            continue
+        proc = run(f".venv/bin/attn {name} --help")
+        assert proc.returncode == 0, proc.stderr
+        missing = [o for o in options if o not in proc.stdout]
+        assert not missing, f"attn {name} --help lacks {missing}"
+
+
+# -- docs/COURSE.md: the contract ---------------------------------------------------------------------------------
+
+def test_course_contract_matches_the_solutions():
+    """docs/COURSE.md's exercise names and points are the solutions' grade cells, in order."""
+    import nbformat
+
+    text = (ROOT / "docs" / "COURSE.md").read_text(encoding="utf-8")
+    documented = [(nb, name, float(points)) for nb, name, points in
+                  re.findall(r"^\| \d\d \| `(\d\d_\w+)` \| `(\w+)` \| ([\d.]+) \|$", text, re.M)]
+    actual = []
+    for assignment in nbs.assignments():
+        for cell in nbformat.read(nbs.solution_path(assignment), 4).cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if meta.get("grade"):
+                actual.append((assignment, meta["grade_id"].removeprefix("test_"), float(meta["points"])))
+    assert documented == actual
+    for path in (ROOT / "README.md", ROOT / "CONTRIBUTING.md"):
+        assert "../shared" not in path.read_text(encoding="utf-8"), f"{path.name} points outside the repository"
+    for doc in ("COURSE.md", "STYLE.md", "TOOLCHAIN.md"):
+        assert (ROOT / "docs" / doc).is_file()
