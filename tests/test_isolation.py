@@ -159,15 +159,13 @@ def test_a_part_that_is_not_defined_is_stood_in_for_and_removed_again():
 
 
 def test_a_syntax_error_costs_its_own_exercise_and_is_reported_as_one(tmp_path):
-    """softmax's cell does not compile; attention_pool calls softmax: its hidden checks still pass."""
+    """softmax's cell does not compile; attention_pool calls softmax: its checks, visible ones included, run with the
+    grader's softmax standing in (grader/01's STAND_INS), so the SyntaxError costs softmax only."""
     edits = [{"cell": "softmax", "old": "e = torch.exp(shifted)", "new": "e = torch.exp(shifted"},
              {"cell": "attention_pool", "old": "weights = torch.softmax(scores, dim=-1)", "new": "weights = softmax(scores)"}]
     result = by_id(attn_check(planted_copy("01_attention_intuition", edits, tmp_path)))
     softmax, pool = result["softmax"], result["attention_pool"]
     assert softmax["score"] == 0 and "its cell has a SyntaxError on line 5" in softmax["feedback"], softmax
     assert len(softmax["feedback"].splitlines()) == 1, "the same message for every check: one line"
-    visible = _visible_checks("01_attention_intuition", "attention_pool")
-    failed = re.findall(r"^\[(.+?)\] ", pool["feedback"], re.M)
-    assert failed and all(any(p.fullmatch(name) for p in visible) for name in failed), pool["feedback"]
-    assert "SyntaxError" in pool["feedback"] and 0 < pool["score"] < pool["max_score"], pool
+    assert pool["passed"], pool
     assert result["additive_scores"]["passed"], result

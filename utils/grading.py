@@ -489,10 +489,13 @@ def _line(r: CheckResult, verdict: str | None) -> str:
 def _verdict_first(results: list[CheckResult], verdict: str | None, lead: list[int]) -> str:
     """The feedback of a failed exercise: the verdict, the few checks that show it, and how many more failed."""
     shown = [results[i] for i in lead]
+    failed = [r for r in results if not r.passed]
+    if len({_line(r, verdict) for r in failed}) == 1:
+        shown = failed  # one message for every failed check (a SyntaxError in its cell): one line says it all
     lines = [verdict] if verdict else []
     body = _one_line_each(shown, [_line(r, verdict) for r in shown])
     lines += body.splitlines()
-    more = sum(1 for r in results if not r.passed) - len(shown)
+    more = len(failed) - len(shown)
     if more:
         lines.append(f"(and {more} more failed check{'s' if more > 1 else ''}: `attn check --verbose` lists every "
                      f"check)")
