@@ -107,5 +107,5 @@ UNNAMED = [
     # The scores multiplied by the mask: forbidden keys score 0, not -inf, and keep weight in every row. Its fully
     # masked rows are uniform, as a -1e9 fill's are, but its whole output is not a -1e9 fill's: no name.
     {"cell": "masked_softmax", "old": _SOFTMAX_BODY, "new": "    return torch.softmax(scores * mask, dim=-1)\n",
-     "exercise": "masked_softmax", "feedback": "keys the mask forbids get weight"},
+     "exercise": "masked_softmax", "feedback": "exactly 0"},
 ]

@@ -471,6 +471,13 @@ def _verdict(results: list[CheckResult]) -> tuple[str | None, list[int]]:
         verdict = f"Diagnosis: {best}" if best else None
         proving = [i for i in failed if best is not None and _diagnosis_of(results[i]) == best]
     order = proving + [i for i in failed if i not in proving]
+    if named is None:
+        # A failed property ("a key the mask forbids gets exactly zero weight") says more than a count of wrong
+        # entries: without a name, one is always among the checks shown.
+        props = [i for i in order if results[i].failure is not None and results[i].failure.diagnosis is None
+                 and "differs from the expected values" not in results[i].failure.detail]
+        if props and props[0] not in order[:LEAD_CHECKS]:
+            order = order[:LEAD_CHECKS - 1] + [props[0]]
     return verdict, order[:LEAD_CHECKS]
 
 
