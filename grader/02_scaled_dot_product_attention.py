@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from utils.attention_variants import attention
 from utils.grading import CheckFailure, Mistake, expect_pair, load_weights, standing_in
 
 NOTEBOOK = "02_scaled_dot_product_attention"
@@ -114,12 +115,8 @@ def reference_sdpa(
     invert_mask: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(q k^T / divisor) v with switches that reproduce the catalogued mistakes."""
-    divisor = math.sqrt(q.shape[-1]) if divisor is None else divisor
-    scores = q @ k.transpose(-2, -1) / divisor
-    if mask is not None:
-        scores = scores.masked_fill(mask if invert_mask else ~mask, float("-inf"))
-    weights = torch.softmax(scores, dim=softmax_dim)
-    return weights @ (k if read_keys else v), weights
+    return attention(q, k, v, mask, divisor=divisor, softmax_dim=softmax_dim, read_keys=read_keys,
+                     invert_mask=invert_mask)
 
 
 def _implicit_softmax_dim(ndim: int) -> int:

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from utils.attention_variants import undefined_as as _undefined_as
 from utils.grading import CheckFailure, Mistake, expect_pair, load_grader, load_weights, standing_in
 
 NOTEBOOK = "06_grouped_query_attention"
@@ -155,17 +156,6 @@ def reference_gqa(params, x, mask, num_heads, num_kv_heads, *, rope=False, tile=
     return _attend(params, q, k, v, mask, num_heads, num_kv_heads, tile, **how)
 
 
-def _undefined_as(actual, predicted: torch.Tensor) -> torch.Tensor | None:
-    """A mistake's prediction where it says nothing (rows with no key left: 0/0) filled with the answer's own
-    values, which may be NaN, 0 or uniform there; a prediction mostly undefined predicts nothing (None)."""
-    undefined = ~torch.isfinite(predicted)
-    if not bool(undefined.any()):
-        return predicted
-    if 2 * int(undefined.sum()) > predicted.numel():
-        return None
-    if isinstance(actual, torch.Tensor) and actual.shape == predicted.shape and actual.dtype == predicted.dtype:
-        return torch.where(undefined, actual.detach(), predicted)
-    return predicted
 
 
 def _gqa_mistakes(params, x, mask, h, h_kv, rope=False):

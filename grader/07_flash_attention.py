@@ -9,6 +9,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from utils.attention_variants import undefined_as as _undefined_rows_as
 from utils.grading import CheckFailure, Mistake, peak_memory, standing_in
 
 NOTEBOOK = "07_flash_attention"
@@ -300,18 +301,6 @@ def _flash_mistakes(actual: Any, q, k, v, bq, bk, causal, part: int) -> dict[Mis
     return found
 
 
-def _undefined_rows_as(actual: Any, predicted: torch.Tensor) -> torch.Tensor | None:
-    """A mistake's prediction where it says nothing (rows it leaves without a single key: 0/0, log 0) filled with the
-    answer's own values: an implementation may put NaN, -inf or 0 there. A prediction that is mostly undefined
-    predicts nothing (None): it would match almost any answer."""
-    undefined = ~torch.isfinite(predicted)
-    if not bool(undefined.any()):
-        return predicted
-    if 2 * int(undefined.sum()) > predicted.numel():
-        return None
-    if isinstance(actual, torch.Tensor) and actual.shape == predicted.shape and actual.dtype == predicted.dtype:
-        return torch.where(undefined, actual.detach(), predicted)
-    return predicted
 
 
 def _kernel_peak(owner: Any, action: Callable[[], Any]) -> int:

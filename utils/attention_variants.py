@@ -16,6 +16,7 @@ Every function here is plain tensor code on the grader's side; nothing of it rea
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -99,3 +100,17 @@ def attention_variants(
         if bool(torch.isfinite(w).any()):
             out[concept] = (o, w)
     return out
+
+
+def undefined_as(actual: Any, predicted: torch.Tensor) -> torch.Tensor | None:
+    """A mistake's prediction where it says nothing (rows it leaves without a single key: 0/0, log 0) filled with the
+    answer's own values: an implementation may put NaN, -inf or 0 there. A prediction that is mostly undefined
+    predicts nothing (None): it would match almost any answer."""
+    undefined = ~torch.isfinite(predicted)
+    if not bool(undefined.any()):
+        return predicted
+    if 2 * int(undefined.sum()) > predicted.numel():
+        return None
+    if isinstance(actual, torch.Tensor) and actual.shape == predicted.shape and actual.dtype == predicted.dtype:
+        return torch.where(undefined, actual.detach(), predicted)
+    return predicted
