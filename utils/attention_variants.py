@@ -15,10 +15,48 @@ Every function here is plain tensor code on the grader's side; nothing of it rea
 
 from __future__ import annotations
 
+import itertools
 import math
+import re
 from typing import Any
 
 import torch
+
+#: Course functions a grader may stand in with *inside the learner's process* (`utils.grading.LocalPart`): plain
+#: tensor code, differentiable, so a check of gradients through a composite can use them where a called-back stand-in
+#: (whose answer crosses the process boundary as data) would cut the graph. Nothing here is secret.
+LOCAL_PARTS: dict[str, str] = {
+    "attention": "the course's scaled dot-product attention, (q, k, v, mask=None) -> (out, weights)",
+    "kv_cache": "notebook 06's KV cache: update(k_new, v_new) -> everything so far, len() -> cached positions",
+}
+
+
+def local_part(name: str):
+    """The function `LOCAL_PARTS` names (KeyError for any other name: nothing else can be asked for)."""
+    if name not in LOCAL_PARTS:
+        raise KeyError(f"no local part {name!r}; known: {sorted(LOCAL_PARTS)}")
+    return {"attention": _attention_part, "kv_cache": ReferenceKVCache}[name]
+
+
+class ReferenceKVCache:
+    """Keys and values (B, h_kv, L, d_k) of every token so far, appended on the sequence axis."""
+
+    def __init__(self) -> None:
+        self.k: torch.Tensor | None = None
+        self.v: torch.Tensor | None = None
+
+    def update(self, k_new: torch.Tensor, v_new: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        self.k = k_new if self.k is None else torch.cat([self.k, k_new], dim=2)
+        self.v = v_new if self.v is None else torch.cat([self.v, v_new], dim=2)
+        return self.k, self.v
+
+    def __len__(self) -> int:
+        return 0 if self.k is None else self.k.shape[2]
+
+
+def _attention_part(q, k, v, mask=None):
+    return attention(q, k, v, mask)
+
 
 #: The concepts `attention_variants` computes, with what each one does.
 CONCEPTS: dict[str, str] = {
@@ -114,3 +152,56 @@ def undefined_as(actual: Any, predicted: torch.Tensor) -> torch.Tensor | None:
     if isinstance(actual, torch.Tensor) and actual.shape == predicted.shape and actual.dtype == predicted.dtype:
         return torch.where(undefined, actual.detach(), predicted)
     return predicted
+
+
+#: Every name `passed_in_place_of` can give (a grader exposes it as DERIVED_MISTAKES, for tests/test_roundtrip.py).
+PASSED_IN_PLACE_OF = re.compile(
+    r"(queries|keys|values) and (queries|keys|values) swapped"
+    r"|(queries|keys|values)( and (keys|values))? from (the )?(x|context), not from (the )?(x|context)"
+    r"|(queries|keys|values) made with W_[qkv], not W_[qkv]"
+)
+
+
+def passed_in_place_of(
+    passed: dict[str, torch.Tensor], candidates: dict[tuple[str, str], torch.Tensor],
+    expected: dict[str, tuple[str, str]],
+) -> tuple[str, str] | None:
+    """(name, explanation) of what an attention call was given in place of its queries, keys or values, or None.
+
+    A grader that stands in for the learner's attention function sees the tensors the learner's module passed.
+    `passed` is {role: tensor} for roles "queries", "keys", "values"; `candidates` maps (projection, input) labels
+    such as ("W_k", "context") to the tensors that projection of that input gives; `expected` says which label
+    each role should be. A role whose tensor equals another label's names the mistake: two roles swapped, an input
+    that should have been another ("keys from x, not from the context"), or a projection used in place of another
+    ("values made with W_k, not W_v"). Nothing is named when a passed tensor matches no label (a bug elsewhere).
+    """
+    def label_of(t: torch.Tensor) -> tuple[str, str] | None:
+        for label, c in candidates.items():
+            if c.shape == t.shape and bool(torch.allclose(t.detach().double(), c.double(), rtol=1e-4, atol=1e-5)):
+                return label
+        return None
+
+    found = {role: label_of(t) for role, t in passed.items() if isinstance(t, torch.Tensor)}
+    if any(label is None for label in found.values()) or len(found) != len(passed):
+        return None
+    wrong = [role for role in passed if found[role] != expected[role]]
+    if not wrong:
+        return None
+    for a, b in itertools.combinations(wrong, 2):
+        if found[a] == expected[b] and found[b] == expected[a]:
+            return (f"{a} and {b} swapped",
+                    f"the call received {a} where {b} belong and the other way round; pass them in the order "
+                    f"the function declares (q, k, v)")
+    role = wrong[0]
+    (got_proj, got_input), (want_proj, want_input) = found[role], expected[role]
+    if got_proj == want_proj:
+        # every role that read the same wrong input, named together ("keys and values from x")
+        roles = [r for r in wrong if found[r][0] == expected[r][0] and (found[r][1], expected[r][1]) == (got_input, want_input)]
+        who = " and ".join(roles)
+        return (f"{who} from {got_input}, not from the {want_input}" if want_input == "context"
+                else f"{who} from the {got_input}, not from {want_input}",
+                f"the {who} were computed from {got_input}; they must come from {want_input}: in cross-attention "
+                f"the queries come from x and the keys and values from the context")
+    return (f"{role} made with {got_proj}, not {want_proj}",
+            f"the {role} were {got_proj}({got_input}) instead of {want_proj}({want_input}): each of Q, K and V has its "
+            f"own projection, so {want_proj} is never used and the {role} are a copy of another role's")

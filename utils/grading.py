@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import html
 import importlib.util
+import itertools
 import json
 import math
 import os
@@ -366,6 +367,35 @@ class Checker:
         Only while grading (`utils.checking.GradingChecker`), where the call that returned it can be made again."""
         return None
 
+    def batched(self, fn: Callable[..., Any], args: tuple[Any, ...], batched: tuple[bool, ...], lead: int,
+                expected: torch.Tensor, what: str, mistake: Mistake,
+                mistakes: Mapping[Mistake, torch.Tensor] | Callable[[], Mapping[Mistake, torch.Tensor]] | None = None,
+                **tolerance: float) -> Any:
+        """`fn(*args)` compared with `expected`, where the args marked in `batched` carry `lead` leading batch dims.
+
+        When the call raises or is wrong, yet every batch element passed alone gives its part of `expected`, the
+        code handles one example but not leading dims (a `.T`, a `transpose(0, 1)`, a positive dim or a missing
+        unsqueeze): that is `mistake`, named. Otherwise the answer is compared as `close` would.
+        """
+        tol = {**TOLERANCE, **tolerance}
+        try:
+            out = fn(*args)
+        except (NotImplementedError, CheckTimeout, CheckFailure):
+            raise
+        except Exception as exc:  # noqa: BLE001 - asked again one example at a time below
+            if _right_one_at_a_time(fn, args, batched, lead, expected, tol):
+                kind = getattr(exc, "learner_type", type(exc).__name__)
+                raise CheckFailure(f"{what} raised {kind} with {lead} leading batch dim(s), although each example "
+                                   f"alone is right.", mistake) from None
+            raise
+        right = (isinstance(out, torch.Tensor) and out.shape == expected.shape and out.dtype == expected.dtype
+                 and bool(torch.isclose(out.detach(), expected, rtol=tol["rtol"], atol=tol["atol"]).all()))
+        if not right and _right_one_at_a_time(fn, args, batched, lead, expected, tol):
+            raise CheckFailure(f"{what} is wrong with {lead} leading batch dim(s), although each example alone is "
+                               f"right.", mistake)
+        self.close(out, expected, what, mistakes, **tolerance)
+        return out
+
     def true(self, condition: Any, message: str, mistake: Mistake | None = None) -> None:
         """Fail with `message` (naming `mistake`, if given) unless `condition` holds."""
         if not bool(condition):
@@ -544,8 +574,28 @@ def requires(*exercises: str) -> Iterator[None]:
         print(f"(finish the exercise {names} above to see this cell's output, then run this cell again)")
 
 
+@dataclass(frozen=True)
+class LocalPart:
+    """A stand-in that runs in the learner's own process: one of `utils.attention_variants.LOCAL_PARTS` (plain
+    course code), for checks that need gradients to flow through the part (a called-back stand-in cuts the graph)."""
+
+    name: str
+
+
+def local_object(beside: Any, part: LocalPart) -> Any:
+    """The course's `part` (a class or function of `utils.attention_variants.LOCAL_PARTS`) where `beside` lives: in
+    the learner's process while grading (a proxy, like the learner's own objects), else the object itself. A check
+    that must isolate one exercise from another uses it, e.g. the course's KV cache passed to the learner's module."""
+    from .attention_variants import local_part
+    from .remote import RemoteObject
+
+    if isinstance(beside, RemoteObject):
+        return RemoteObject(beside._attn_worker, {"local": part.name}, {"type": part.name})
+    return local_part(part.name)
+
+
 @contextlib.contextmanager
-def standing_in(obj: Any, **parts: Callable[..., Any]) -> Iterator[None]:
+def standing_in(obj: Any, **parts: Callable[..., Any] | LocalPart) -> Iterator[None]:
     """Grade `obj` on its own: the earlier exercises its code calls by name are the grader's `parts` meanwhile.
 
     A bug in the learner's ``split_heads`` should cost points in ``split_heads``, not once more in the
@@ -562,9 +612,10 @@ def standing_in(obj: Any, **parts: Callable[..., Any]) -> Iterator[None]:
         with obj._attn_worker.standing_in(obj._attn_ref, parts):
             yield
         return
+    from .attention_variants import local_part
     from .worker import put_back, replace_globals
 
-    saved = replace_globals(obj, parts)
+    saved = replace_globals(obj, {n: local_part(p.name) if isinstance(p, LocalPart) else p for n, p in parts.items()})
     try:
         yield
     finally:
@@ -627,6 +678,25 @@ def load_weights(module: Any, params: Mapping[str, torch.Tensor], needs: str) ->
             raise CheckFailure(f"{name} has shape {own[name]}, expected {tuple(tensor.shape)}.")
     # load_state_dict works the same on a module here and on one in the learner's process while grading.
     module.load_state_dict(dict(params), strict=False)
+
+
+def _right_one_at_a_time(fn: Callable[..., Any], args: tuple[Any, ...], batched: tuple[bool, ...], lead: int,
+                         expected: torch.Tensor, tol: dict[str, float]) -> bool:
+    """Whether `fn` gives each batch element's part of `expected` when called on that element alone."""
+    shape = next(a.shape[:lead] for a, b in zip(args, batched) if b)
+    for index in itertools.product(*(range(n) for n in shape)):
+        one = tuple(a[index] if b else a for a, b in zip(args, batched))
+        try:
+            out = fn(*one)
+        except (NotImplementedError, CheckTimeout, CheckFailure):
+            raise
+        except Exception:  # noqa: BLE001 - wrong one at a time too: not the batch dims' fault
+            return False
+        want = expected[index]
+        if not (isinstance(out, torch.Tensor) and out.shape == want.shape and out.dtype == want.dtype
+                and bool(torch.isclose(out.detach(), want, rtol=tol["rtol"], atol=tol["atol"]).all())):
+            return False
+    return True
 
 
 def identify(

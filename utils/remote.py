@@ -270,9 +270,10 @@ class Worker:
     @contextmanager
     def standing_in(self, ref: dict[str, Any], parts: dict[str, Any]) -> Iterator[list[str]]:
         """While inside, the globals `parts` that `ref`'s code reads are the grader's functions (called back)."""
-        self.callbacks = dict(parts)
+        local = {n: p.name for n, p in parts.items() if type(p).__name__ == "LocalPart"}
+        self.callbacks = {n: p for n, p in parts.items() if n not in local}
         try:
-            yield self.simple("substitute", ref, names=sorted(parts))
+            yield self.simple("substitute", ref, names=sorted(self.callbacks), local=local)
         finally:
             self.callbacks = {}
             if self.alive:

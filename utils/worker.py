@@ -70,6 +70,10 @@ class Worker:
             if name not in self.ns:
                 raise NameError(f"name '{name}' is not defined", name=name)
             return self.ns[name]
+        if isinstance(ref, dict) and isinstance(ref.get("local"), str):  # course code (utils.grading.LocalPart)
+            from .attention_variants import local_part
+
+            return local_part(ref["local"])
         if isinstance(ref, dict) and isinstance(ref.get("h"), int) and ref["h"] in self.handles:
             return self.handles[ref["h"]]
         raise ProtocolError("an unknown object reference")
@@ -255,6 +259,13 @@ class Worker:
         names = [n for n in names if isinstance(n, str)][:20] if isinstance(names, list) else []
         taken = {(id(ns), n) for ns, n, _ in self.substituted}
         parts = {name: self._stand_in(name) for name in names}
+        local = self.decode(msg.get("local"), {}, [])
+        if isinstance(local, dict):  # course code that runs here (utils.grading.LocalPart): no call back
+            from .attention_variants import local_part
+
+            for name, part in list(local.items())[:20]:
+                if isinstance(name, str) and isinstance(part, str):
+                    parts[name] = local_part(part)
         saved = [s for s in replace_globals(target, parts) if (id(s[0]), s[1]) not in taken]
         self.substituted += saved
         return self.reply_value(sorted({name for _, name, _ in saved}))
