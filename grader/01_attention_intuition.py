@@ -23,8 +23,15 @@ NO_MAX = Mistake(
 )
 WRONG_DIM = Mistake(
     "wrong dim",
-    "the output is normalised along another dimension than the `dim` argument asks for "
-    "(a hard-coded dim=-1 or dim=0, or keepdim forgotten so the max/sum broadcast along the wrong axis?)",
+    "the output is normalised along another dimension than the `dim` argument asks for: the max or the sum (or "
+    "both) runs over a hard-coded dim=-1 or dim=0, or keepdim was forgotten so it broadcasts along the wrong axis",
+    S_SAFE,
+)
+NO_KEEPDIM = Mistake(
+    "keepdim=True forgotten",
+    "x.max(dim=dim) and e.sum(dim=dim) drop the reduced axis, so the result broadcasts against the wrong axis "
+    "(each entry is shifted or divided by another row's value; on non-square input the shapes clash): keep the "
+    "axis with keepdim=True",
     S_SAFE,
 )
 GLOBAL_MAX = Mistake(
@@ -50,6 +57,18 @@ SCALED = Mistake(
     "(the 1/sqrt(d_k) scaling is notebook 02's topic)",
     S_POOL,
 )
+SCORES_AS_WEIGHTS = Mistake(
+    "raw scores returned instead of the weights",
+    "the output is right, but the weights returned are the raw scores (dot products); return the softmax of the "
+    "scores, the distribution the output was blended with",
+    S_WHY,
+)
+MULTIPLIED = Mistake(
+    "projections multiplied, not added",
+    "additive attention adds the projected query and key, tanh(W_q q + W_k k_i); multiplying them is another "
+    "scoring function (and with zero entries it silences the key)",
+    S_SCORES,
+)
 MISSING_TANH = Mistake(
     "missing tanh",
     "without the tanh the score is w_v·W_q q + w_v·W_k k_i: the query adds the same number to every key's score, "
@@ -61,6 +80,18 @@ TANH_OUTSIDE = Mistake(
     "the tanh squashes the final score instead of the hidden layer W_q q + W_k k_i; it belongs before the dot product with w_v",
     S_SCORES,
 )
+BATCH_DIMS = Mistake(
+    "leading batch dims not handled",
+    "each example alone gets the right scores, but with leading batch dims the shapes no longer line up: the "
+    "projected query needs its own key axis (unsqueeze(-2)) to broadcast against every key, and a transpose must "
+    "name the last two dims (transpose(-2, -1)), never dims 0 and 1",
+    S_SCORES,
+)
+_UNTRANSPOSED = (
+    "W_q and W_k are stored as (out, in), like nn.Linear's weight, so the projections are `query @ W_q.T` and "
+    "`keys @ W_k.T`; `x @ W` computes Wᵀx, which runs only when W is square and is then the wrong projection"
+)
+UNTRANSPOSED = Mistake("weight matrix applied untransposed", _UNTRANSPOSED, S_SCORES)
 
 
 # -- reference implementations (instructor side only) ------------------------------------------------
@@ -103,6 +134,9 @@ def _softmax_mistakes(actual, x, dim):
     """
     keep = dim % x.dim()
     wrong = [ref_softmax(x, d) for d in range(x.dim()) if d != keep]
+    # Half of the softmax along the wrong dim: the max along `dim` (as asked), the sum along another.
+    shifted = torch.exp(x - x.amax(dim=keep, keepdim=True))
+    wrong += [shifted / shifted.sum(dim=d, keepdim=True) for d in range(x.dim()) if d != keep]
     found = next((w for w in wrong if isinstance(actual, torch.Tensor) and identify(actual, {WRONG_DIM: w})), None)
     mistakes = {NO_MAX: _naive_softmax(x, dim)}
     right = isinstance(actual, torch.Tensor) and identify(actual, {WRONG_DIM: ref_softmax(x, dim)})
@@ -116,13 +150,25 @@ def _pool_mistakes(query, keys, values):
     w = ref_softmax(scores)
     ws = ref_softmax(scores / math.sqrt(query.shape[-1]))
     out = {KEYS: w @ keys, SCORES: scores @ values, SCALED: ws @ values}
-    weights = {SCORES: scores, SCALED: ws}
+    weights = {SCORES_AS_WEIGHTS: scores, SCALED: ws}
     return out, weights
 
 
 def _additive_mistakes(query, keys, W_q, W_k, w_v):
     hidden = (query @ W_q.T).unsqueeze(-2) + keys @ W_k.T
-    return {MISSING_TANH: hidden @ w_v, TANH_OUTSIDE: torch.tanh(hidden @ w_v)}
+    product = (query @ W_q.T).unsqueeze(-2) * (keys @ W_k.T)
+    return {MISSING_TANH: hidden @ w_v, TANH_OUTSIDE: torch.tanh(hidden @ w_v), MULTIPLIED: torch.tanh(product) @ w_v}
+
+
+def _untransposed_mistakes(actual, query, keys, W_q, W_k, w_v):
+    """Square weights: the scores with W_q, W_k or both applied as x @ W instead of x @ W.T (the one nearest the
+    answer)."""
+    variants = [ref_additive_scores(query, keys, a, b, w_v) for a, b in ((W_q.T, W_k), (W_q, W_k.T), (W_q.T, W_k.T))]
+    nearest = variants[0]
+    if isinstance(actual, torch.Tensor):
+        close = [v for v in variants if v.shape == actual.shape and torch.allclose(actual.detach(), v, atol=1e-5)]
+        nearest = close[0] if close else nearest
+    return {UNTRANSPOSED: nearest}
 
 
 # -- reference tensors ---------------------------------------------------------------------------------
@@ -166,6 +212,17 @@ def test_softmax(check, refs, softmax):
                 out = softmax(x, dim=dim)
                 check.close(out, torch.softmax(x, dim=dim), f"softmax(x, dim={dim}) for x of shape (2, 3, 4, 5)",
                             mistakes=_softmax_mistakes(out, x, dim))
+    with check("a square input (6 x 6): each row is normalised with its own max and its own sum"):
+        x = torch.randn(6, 6) * 3
+        out = softmax(x)
+        m, e = x.amax(dim=-1), torch.exp(x - x.amax(dim=-1, keepdim=True))
+        no_keep_max = torch.exp(x - m) / torch.exp(x - m).sum(dim=-1, keepdim=True)
+        no_keep_sum = e / e.sum(dim=-1)
+        no_keep_both = torch.exp(x - m) / torch.exp(x - m).sum(dim=-1)
+        check.close(out, torch.softmax(x, dim=-1), "softmax of a square input", mistakes={
+            **_softmax_mistakes(out, x, -1),
+            NO_KEEPDIM: next((w for w in (no_keep_max, no_keep_sum, no_keep_both)
+                              if isinstance(out, torch.Tensor) and identify(out, {NO_KEEPDIM: w})), no_keep_max)})
     with check("no overflow at x = 1000", weight=3):
         x = 1000.0 + torch.randn(3, 6)
         out = softmax(x)
@@ -211,8 +268,8 @@ def _test_attention_pool(check, refs, attention_pool):
             q, k, v = refs[f"{key}.q"], refs[f"{key}.k"], refs[f"{key}.v"]
             out, w = expect_pair(attention_pool(q, k, v), "attention_pool")
             wrong_out, wrong_w = _pool_mistakes(q, k, v)
+            check.close(out, refs[f"{key}.out"], "output", mistakes=wrong_out)  # first: a wrong output says more
             check.close(w, refs[f"{key}.w"], "weights", mistakes=wrong_w)
-            check.close(out, refs[f"{key}.out"], "output", mistakes=wrong_out)
     with check("equals torch's scaled_dot_product_attention with scale=1 on fresh inputs (n=50, d=16, d_v=7)", weight=2):
         q, k, v = torch.randn(16), torch.randn(50, 16), torch.randn(50, 7)
         out, w = expect_pair(attention_pool(q, k, v), "attention_pool")
@@ -241,9 +298,14 @@ def test_additive_scores(check, refs, additive_scores):
         out = additive_scores(*args)
         check.close(out, refs["add.out"], "scores", mistakes=_additive_mistakes(*args))
     with check("leading batch dims: query (2, 3, d_q), keys (2, 3, n, d_k) give scores (2, 3, n)", weight=2):
-        args = [torch.randn(2, 3, 4), torch.randn(2, 3, 7, 6), torch.randn(5, 4), torch.randn(5, 6), torch.randn(5)]
+        args = (torch.randn(2, 3, 4), torch.randn(2, 3, 7, 6), torch.randn(5, 4), torch.randn(5, 6), torch.randn(5))
+        check.batched(additive_scores, args, (True, True, False, False, False), 2, ref_additive_scores(*args),
+                      "scores", BATCH_DIMS, mistakes=_additive_mistakes(*args))
+    with check("square weights (d_q = d_k = h = 5): the projections are W_q q and W_k k, not their transposes"):
+        args = (torch.randn(5), torch.randn(6, 5), torch.randn(5, 5), torch.randn(5, 5), torch.randn(5))
         out = additive_scores(*args)
-        check.close(out, ref_additive_scores(*args), "scores", mistakes=_additive_mistakes(*args))
+        check.close(out, ref_additive_scores(*args), "scores",
+                    mistakes={**_additive_mistakes(*args), **_untransposed_mistakes(out, *args)})
     with check("many keys: n = 3000 fresh random keys, h = 32"):
         args = [torch.randn(10), torch.randn(3000, 12), torch.randn(32, 10), torch.randn(32, 12), torch.randn(32)]
         out = additive_scores(*args)

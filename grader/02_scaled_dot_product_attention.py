@@ -9,7 +9,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from utils.attention_variants import attention
-from utils.grading import CheckFailure, Mistake, expect_pair, load_weights, standing_in
+from utils.attention_variants import PASSED_IN_PLACE_OF, passed_in_place_of
+from utils.grading import CheckFailure, CheckTimeout, LocalPart, Mistake, expect_pair, load_weights, standing_in
 
 NOTEBOOK = "02_scaled_dot_product_attention"
 STEPS = "1. The equation, step by step"
@@ -87,6 +88,25 @@ MASK_AFTER_SOFTMAX = Mistake(
     "the softmax",
     MASKS,
 )
+BATCH_DIMS = Mistake(
+    "leading batch dims not handled (wrong axes transposed?)",
+    "one example alone (2-D q, k, v) is right, but with leading batch or head dims it breaks: k.T, k.t() or "
+    "k.transpose(0, 1) swap the batch axes instead of the last two; k.transpose(-2, -1) counts from the end and "
+    "works for any number of leading dims",
+    STEPS,
+)
+PAIR_ORDER = Mistake(
+    "output and weights returned in the wrong order",
+    "the function returns the output first and the weights second, as its docstring says; the two came back "
+    "the other way round",
+    STEPS,
+)
+MASK_NOT_PASSED = Mistake(
+    "mask not passed on",
+    "forward received a mask but called scaled_dot_product_attention without it, so every key stays visible; "
+    "pass it on: scaled_dot_product_attention(q, k, v, mask)",
+    CROSS,
+)
 KEYS_FROM_X = Mistake(
     "cross-attention keys from x",
     "a context was given but the keys and values were computed from x; in cross-attention the queries "
@@ -100,6 +120,10 @@ SHARED_QK = Mistake(
     "q, so a token's score with itself is always large and W_k is never used; keys need their own W_k",
     CROSS,
 )
+
+
+# What SelfAttention passed to scaled_dot_product_attention, named from what the stand-in saw (see _argument_mistake)
+DERIVED_MISTAKES = PASSED_IN_PLACE_OF
 
 
 # -- reference implementations (instructor side only) ------------------------------------------------
@@ -246,6 +270,10 @@ def test_scaled_dot_product_attention(check, refs, scaled_dot_product_attention)
         args = (q.clone(), k.clone(), v.clone())
         result = scaled_dot_product_attention(*args) if mask is None else scaled_dot_product_attention(*args, mask=mask.clone())
         out, weights = expect_pair(result, "scaled_dot_product_attention")
+        if (isinstance(out, torch.Tensor) and isinstance(weights, torch.Tensor) and out_ref.shape != w_ref.shape
+                and out.shape == w_ref.shape and weights.shape == out_ref.shape):
+            raise CheckFailure(f"the first tensor returned has the weights' shape {tuple(out.shape)} and the second "
+                               f"the output's {tuple(weights.shape)} ({what}).", PAIR_ORDER)
         check.close(out, out_ref, f"output ({what})", lambda: sdpa_mistakes(q, k, v, mask)[0], **tol)
         check.close(weights, w_ref, f"weights ({what})", lambda: sdpa_mistakes(q, k, v, mask)[1], **tol)
 
@@ -261,6 +289,14 @@ def test_scaled_dot_product_attention(check, refs, scaled_dot_product_attention)
             mask = None
         expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         _, w_ref = reference_sdpa(q, k, v, mask)
+        if lead and mask is None:
+            def output(q, k, v):
+                return expect_pair(scaled_dot_product_attention(q.clone(), k.clone(), v.clone()),
+                                   "scaled_dot_product_attention")[0]
+
+            check.batched(output, (q, k, v), (True, True, True), len(lead), expected,
+                          f"output (q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)})", BATCH_DIMS,
+                          mistakes=lambda: sdpa_mistakes(q, k, v)[0], **tol)
         compare(q, k, v, mask, expected, w_ref, f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}, "
                 f"mask {None if mask is None else tuple(mask.shape)}, compared with torch's", **tol)
 
@@ -330,16 +366,49 @@ def _self_attention_params(refs) -> dict[str, torch.Tensor]:
     return {k.removeprefix("SelfAttention."): v for k, v in refs.items() if k.startswith("SelfAttention.W_")}
 
 
-def _test_self_attention(check, refs, SelfAttention):
+def _argument_mistake(params, x, context, calls) -> Mistake | None:
+    """The mistake in what SelfAttention passed to scaled_dot_product_attention (seen by the stand-in), if any."""
+    if len(calls) != 1:
+        return None
+    inputs = {"x": x} if context is None else {"x": x, "context": context}
+    candidates = {(name, where): _linear(params, name, t) for where, t in inputs.items() for name in ("W_q", "W_k", "W_v")}
+    source = "x" if context is None else "context"
+    q, k, v, _ = calls[0]
+    found = passed_in_place_of({"queries": q, "keys": k, "values": v}, candidates,
+                               {"queries": ("W_q", "x"), "keys": ("W_k", source), "values": ("W_v", source)})
+    if found is None:
+        return None
+    # the two that the catalogue already names (and names the same way when the attention is written inline)
+    return {"keys and values from x, not from the context": KEYS_FROM_X,
+            "keys made with W_q, not W_k": SHARED_QK}.get(found[0]) or Mistake(found[0], found[1], CROSS)
+
+
+def _test_self_attention(check, refs, SelfAttention, calls):
     def compare(module, params, x, context, mask, out_ref, w_ref, what, **tol):
         kwargs = {}
         if context is not None:
             kwargs["context"] = context
         if mask is not None:
             kwargs["mask"] = mask
-        with torch.no_grad():
-            out, weights = expect_pair(module(x, **kwargs), "SelfAttention.forward")
-        wrong = lambda i: self_attention_mistakes(params, x, context, mask)[i]  # noqa: E731
+        calls.clear()
+        try:
+            with torch.no_grad():
+                out, weights = expect_pair(module(x, **kwargs), "SelfAttention.forward")
+        except (NotImplementedError, CheckTimeout, CheckFailure):
+            raise
+        except Exception:
+            named = _argument_mistake(params, x, context, calls)
+            if named is None:
+                raise
+            raise CheckFailure(f"SelfAttention.forward ({what}) passed scaled_dot_product_attention tensors it "
+                               "could not combine.", named) from None
+        named = _argument_mistake(params, x, context, calls)
+        if mask is not None and len(calls) == 1 and calls[0][3] is None:
+            named = MASK_NOT_PASSED
+
+        def wrong(i):
+            found = self_attention_mistakes(params, x, context, mask)[i]
+            return {named: (out, weights)[i], **found} if named else found
         check.close(out, out_ref, f"output ({what})", lambda: wrong(0), **tol)
         check.close(weights, w_ref, f"weights ({what})", lambda: wrong(1), **tol)
 
@@ -386,17 +455,37 @@ def _gradients_reach_the_projections(check, SelfAttention):
         for name in ("W_q", "W_k", "W_v"):
             grad = getattr(module, name).weight.grad
             check.true(grad is not None and bool(grad.abs().sum() > 0),
-                       f"{name}.weight received no gradient: is its output detached, or computed under no_grad?")
+                       f"{name}.weight received no gradient: is its output detached or computed under no_grad, "
+                       f"or is another projection used where {name} belongs?")
+
+
+V_WIDTH = Mistake(
+    "W_v sized d_k instead of d_v",
+    "the values have their own width d_v, which may differ from d_k: W_v = nn.Linear(d_model, d_v), so the output "
+    "is (B, Lq, d_v)",
+    CROSS,
+)
 
 
 def test_self_attention(check, refs, SelfAttention):
     """Graded on its own: the scaled_dot_product_attention it calls is the reference one (its bugs cost points there)."""
+    calls: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]] = []
+
     def sdpa(q, k, v, mask=None):
+        calls.append((q, k, v, mask))
         return reference_sdpa(q, k, v, mask)
 
+    with check("W_v maps d_model to d_v (here d_k = 8, d_v = 6), W_q and W_k to d_k"):
+        module = _build(SelfAttention, 12, 8, 6)
+        widths = {name: getattr(getattr(module, name, None), "out_features", None) for name in ("W_q", "W_k", "W_v")}
+        check.true(widths == {"W_q": 8, "W_k": 8, "W_v": 6},
+                   f"out_features of W_q, W_k, W_v are {widths}, expected 8, 8 and 6 for SelfAttention(12, 8, 6).",
+                   V_WIDTH if widths == {"W_q": 8, "W_k": 8, "W_v": 8} else None)
     with standing_in(SelfAttention, scaled_dot_product_attention=sdpa):
-        _test_self_attention(check, refs, SelfAttention)
-    _gradients_reach_the_projections(check, SelfAttention)  # on the learner's own parts: the stand-in has no gradient
+        _test_self_attention(check, refs, SelfAttention, calls)
+    # Gradients must flow through the attention: the course's runs in the learner's process for this check.
+    with standing_in(SelfAttention, scaled_dot_product_attention=LocalPart("attention")):
+        _gradients_reach_the_projections(check, SelfAttention)
 
 
 def _reference_parts():

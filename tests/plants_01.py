@@ -29,6 +29,17 @@ MISTAKES = [
     {"cell": "additive_scores", "old": "return torch.tanh(q_hidden + k_hidden) @ w_v",
      "new": "return torch.tanh((q_hidden + k_hidden) @ w_v)",
      "exercise": "additive_scores", "mistake": "tanh after w_v"},
+    {"cell": "additive_scores", "old": ".unsqueeze(-2)", "new": ".unsqueeze(0)",
+     "exercise": "additive_scores", "mistake": "leading batch dims not handled"},
+    {"cell": "additive_scores", "old": "k_hidden = keys @ W_k.T", "new": "k_hidden = keys @ W_k",
+     # non-square weights make every call fail: the square-weights check names it, and no check can pass
+     "exercise": "additive_scores", "mistake": "weight matrix applied untransposed", "loses_everything": True},
+    {"cell": "attention_pool", "old": "return output, weights", "new": "return output, keys @ query",
+     "exercise": "attention_pool", "mistake": "raw scores returned instead of the weights"},
+    {"cell": "additive_scores", "old": "torch.tanh(q_hidden + k_hidden)", "new": "torch.tanh(k_hidden * q_hidden)",
+     "exercise": "additive_scores", "mistake": "projections multiplied, not added"},
+    {"cell": "softmax", "old": "return e / e.sum(dim=dim, keepdim=True)", "new": "return e / e.sum(dim=dim)",
+     "exercise": "softmax", "mistake": "keepdim=True forgotten"},
 ]
 
 # Correct answers written differently must keep full marks.

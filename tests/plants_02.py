@@ -49,6 +49,22 @@ MISTAKES = [
      "exercise": "SelfAttention", "mistake": "cross-attention keys from x"},
     {"cell": "SelfAttention", "old": "k = self.W_k(source)", "new": "k = self.W_q(source)",
      "exercise": "SelfAttention", "mistake": "a projection shared between Q, K and V"},
+    # what SelfAttention passes to scaled_dot_product_attention, seen by the grader's stand-in
+    {"cell": "SelfAttention", "old": "return scaled_dot_product_attention(q, k, v, mask)",
+     "new": "return scaled_dot_product_attention(k, q, v, mask)",
+     "exercise": "SelfAttention", "mistake": "queries and keys swapped"},
+    {"cell": "SelfAttention", "old": "v = self.W_v(source)", "new": "v = self.W_v(x)",
+     "exercise": "SelfAttention", "mistake": "values from x, not from the context"},
+    # a transpose that is right for one 2-D example only
+    {"cell": "scaled_dot_product_attention", "old": "@ k.transpose(-2, -1)", "new": "@ k.t()",
+     "exercise": "scaled_dot_product_attention", "mistake": "leading batch dims not handled (wrong axes transposed?)"},
+    {"cell": "scaled_dot_product_attention", "old": "return weights @ v, weights", "new": "return weights, weights @ v",
+     "exercise": "scaled_dot_product_attention", "mistake": "output and weights returned in the wrong order"},
+    {"cell": "SelfAttention", "old": "return scaled_dot_product_attention(q, k, v, mask)",
+     "new": "return scaled_dot_product_attention(q, k, v, mask=None)",
+     "exercise": "SelfAttention", "mistake": "mask not passed on"},
+    {"cell": "SelfAttention", "old": "self.W_v = nn.Linear(d_model, d_v)", "new": "self.W_v = nn.Linear(d_model, d_k)",
+     "exercise": "SelfAttention", "mistake": "W_v sized d_k instead of d_v"},
 ]
 
 # Correct answers written differently must keep full marks (all applied together).
