@@ -12,6 +12,7 @@ from utils.grading import CheckFailure, Mistake, identify, standing_in
 # Sections of the notebook that explain each mistake (their headings, verbatim).
 S_BOOL = "2. Boolean masks: True = may attend, and how they broadcast"
 S_CAUSAL = "3. The causal mask"
+S_PAD = "4. Padding masks"
 S_WINDOW = "5. Sliding-window (local) masks"
 S_INF = "6. -inf, -1e9, and the row with nothing to attend to"
 S_COMBINE = "7. Combining masks"
@@ -41,6 +42,25 @@ OFF_BY_ONE_NARROW = Mistake(
     "each query sees window - 1 keys; the window counts the query itself, so the keys are i - window + 1 ... i",
     S_WINDOW,
 )
+WINDOW_BOTH_SIDES = Mistake(
+    "window open on both sides",
+    "the window reaches window - 1 keys into the future as well as into the past (|i - j| < window): a sliding "
+    "window for a decoder is causal too, keys i - window + 1 ... i only",
+    S_WINDOW,
+)
+MASK_NOT_APPLIED = Mistake(
+    "mask not applied",
+    "the output is a plain softmax of the scores: the mask changed nothing. masked_fill returns a new tensor "
+    "(assign it: scores = scores.masked_fill(~mask, float('-inf'))), and the masked scores must be the ones "
+    "normalised",
+    S_INF,
+)
+CAUSAL_REPLACES_PADDING = Mistake(
+    "causal mask replaces the padding mask",
+    "with causal=True the mask must forbid both the future and the padded keys: combine the two with &, "
+    "(B, 1, 1, Lk) & (Lq, Lk), instead of keeping only the causal one",
+    S_COMBINE,
+)
 AFTER_SOFTMAX = Mistake(
     "masking after softmax",
     "zeroing the masked weights after a plain softmax leaves rows that no longer sum to 1; mask the scores before normalising",
@@ -62,6 +82,18 @@ FORBIDDEN_SCALE = Mistake(
     "score is far above the allowed ones, exp(allowed - max) underflows to 0 and the allowed keys end with no weight "
     "(or 0/0). Fill the forbidden scores with -inf first, then take the maximum over what is left",
     S_INF,
+)
+PAD_ONE_MORE = Mistake(
+    "off-by-one length",
+    "each sequence lets one pad position through: positions 0 ... length - 1 are the real tokens, so the test is "
+    "position < length (a <= counts one position too many)",
+    S_PAD,
+)
+PAD_ONE_LESS = Mistake(
+    "off-by-one length",
+    "each sequence loses its last real token: positions 0 ... length - 1 are the real tokens, so the test is "
+    "position < length (not < length - 1, and positions start at 0)",
+    S_PAD,
 )
 QUERY_PAD = Mistake(
     "padding on the query axis",
@@ -235,7 +267,9 @@ def test_padding_mask(check, refs, padding_mask):
     lengths = refs["padding_mask.lengths"]
     with check("matches the reference on hidden lengths (0 and max_len included)", weight=2):
         expected = refs["padding_mask.out"]
-        _same_mask(check, padding_mask(lengths.clone(), PAD_MAX), expected, "padding_mask on hidden lengths", {INVERTED: ~expected})
+        _same_mask(check, padding_mask(lengths.clone(), PAD_MAX), expected, "padding_mask on hidden lengths",
+                   {INVERTED: ~expected, PAD_ONE_MORE: ref_padding(lengths + 1, PAD_MAX),
+                    PAD_ONE_LESS: ref_padding(lengths - 1, PAD_MAX)})
     with check("dtype torch.bool, shape (B, max_len) when max_len exceeds every length"):
         m = padding_mask(torch.tensor([1, 3]), 12)
         _bool_dtype(check, m, "padding_mask([1, 3], 12)")
@@ -252,7 +286,8 @@ def test_padding_mask(check, refs, padding_mask):
         check.true(
             torch.allclose(out5[real], out9[real], atol=1e-5),
             "with your mask, appending pad tokens changed the outputs of real tokens: queries can still attend to pad keys.",
-            identify(m5.long(), {INVERTED: (~ref_padding(lens, 5)).long()}),
+            identify(m5.long(), {INVERTED: (~ref_padding(lens, 5)).long(), PAD_ONE_MORE: ref_padding(lens + 1, 5).long(),
+                                 PAD_ONE_LESS: ref_padding(lens - 1, 5).long()}),
         )
 
 
@@ -261,7 +296,9 @@ def test_sliding_window_mask(check, refs, sliding_window_mask):
         for L, w in WINDOW_CASES:
             with check.case():
                 expected = refs[f"sliding_window_mask.L{L}w{w}"]
-                mistakes = {OFF_BY_ONE_WIDE: ref_window(L, w + 1), UPPER: expected.T, INVERTED: ~expected}
+                i, j = torch.arange(L)[:, None], torch.arange(L)[None, :]
+                mistakes = {OFF_BY_ONE_WIDE: ref_window(L, w + 1), UPPER: expected.T, INVERTED: ~expected,
+                            WINDOW_BOTH_SIDES: (i - j).abs() < w}
                 if w > 1:
                     mistakes[OFF_BY_ONE_NARROW] = ref_window(L, w - 1)
                 _same_mask(check, sliding_window_mask(L, w), expected, f"sliding_window_mask({L}, {w})", mistakes)
@@ -293,6 +330,7 @@ def test_masked_softmax(check, refs, masked_softmax):
         AFTER_SOFTMAX: torch.softmax(scores, dim=-1).masked_fill(~mask, 0.0),
         INVERTED: ref_masked_softmax(scores, ~mask),
         INVERTED_NAN: torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1),
+        MASK_NOT_APPLIED: torch.softmax(scores, dim=-1),
     }
     with check("matches the reference on hidden (B, h, Lq, Lk) scores with a (B, 1, Lq, Lk) mask", weight=2):
         out = masked_softmax(scores.clone(), mask.clone())
@@ -382,6 +420,8 @@ def _test_build_attention_mask(check, refs, build_attention_mask):
                 mistakes = {INVERTED: ~expected, QUERY_PAD: ref_build(lengths, Lq, Lk, causal, query_axis=True)}
                 if causal:
                     mistakes[UPPER] = ref_build(lengths, Lq, Lk, causal, upper=True)
+                    i, j = torch.arange(Lq)[:, None], torch.arange(Lk)[None, :]
+                    mistakes[CAUSAL_REPLACES_PADDING] = (j <= i).expand(len(kl), 1, Lq, Lk)
                 what = f"build_attention_mask(key_lengths of {len(kl)} sequences, Lq={Lq}, Lk={Lk}, causal={causal})"
                 _same_mask(check, build_attention_mask(lengths, Lq, Lk, causal=causal), expected, what, mistakes)
     with check("dtype is torch.bool", weight=0.5):

@@ -105,6 +105,12 @@ SHARED_QKV = Mistake(
     "separate roles for asking, matching and reading; use W_k and W_v",
     PIPELINE,
 )
+SHARED_QK = Mistake(
+    "a projection shared between Q, K and V",
+    "the keys were projected with W_q (the same layer as the queries): every score is then a query against a "
+    "W_q-projected key, a token scores itself highest and W_k is never used; the keys need their own W_k",
+    PIPELINE,
+)
 SWAPPED = Mistake(
     "query and key/value inputs swapped",
     "the queries were projected from `key` and the keys and values from `query`; forward(query, key, value) "
@@ -116,6 +122,47 @@ SWAPPED_KV = Mistake(
     "the keys were projected from `value` and the values from `key`; where to look comes from `key`, what is "
     "read from `value`",
     PIPELINE,
+)
+WRONG_DIM_HEADS = Mistake(
+    "softmax over the wrong dim",
+    "the softmax normalised over the heads (dim=1 of (B, h, Lq, Lk)) instead of over the keys: each query's "
+    "weights must sum to 1 across the keys, dim=-1",
+    PIPELINE,
+)
+WRONG_DIM_BATCH = Mistake(
+    "softmax over the wrong dim",
+    "the softmax normalised over the batch (dim=0 of (B, h, Lq, Lk)) instead of over the keys: each query's "
+    "weights must sum to 1 across the keys, dim=-1",
+    PIPELINE,
+)
+VALUES_FROM_KEY = Mistake(
+    "values projected from key instead of value",
+    "the values were projected from `key` instead of `value`: forward(query, key, value) reads what it returns "
+    "from `value`, which only looks the same when key is value",
+    PIPELINE,
+)
+KEYS_FROM_VALUE = Mistake(
+    "keys projected from value instead of key",
+    "the keys were projected from `value` instead of `key`: where to look comes from `key`, what is read from "
+    "`value`, which only looks the same when key is value",
+    PIPELINE,
+)
+COUNT_NO_W_O = Mistake(
+    "output projection not counted",
+    "the count has three projections (W_q, W_k, W_v); multi-head attention has a fourth, W_o, that mixes the "
+    "concatenated heads: 4·d_model² weights, plus 4·d_model biases",
+    "11. Counting parameters",
+)
+COUNT_PER_HEAD = Mistake(
+    "projections counted once per head",
+    "the heads do not have their own d_model × d_model matrices: each head uses a d_model × d_k slice of the same "
+    "four, so the count does not depend on num_heads: 4·d_model² (+ 4·d_model biases)",
+    "11. Counting parameters",
+)
+COUNT_NO_BIAS = Mistake(
+    "biases not counted",
+    "with bias=True each of the four projections also has d_model biases: 4·d_model² + 4·d_model",
+    "11. Counting parameters",
 )
 AVERAGE_WEIGHTS = Mistake(
     "averaging heads",
@@ -184,7 +231,8 @@ def reference_mha(
     switches = {}
     if concept is not None:
         switches = {"no_scale": {"divisor": 1.0}, "scale_dk": {"divisor": float(d_k)},
-                    "mask_inverted": {"invert_mask": True}, "softmax_wrong_dim": {"softmax_dim": -2}}[concept]
+                    "mask_inverted": {"invert_mask": True}, "softmax_wrong_dim": {"softmax_dim": -2},
+                    "softmax_heads": {"softmax_dim": 1}, "softmax_batch": {"softmax_dim": 0}}[concept]
     if scale_width != "d_k":
         switches = {"divisor": math.sqrt(d_model)}
     out, weights = attention(q, k, v, mask, **switches)
@@ -217,8 +265,13 @@ def mha_mistakes(params, query, key, value, mask, num_heads):
         WRONG_DIM: {"concept": "softmax_wrong_dim"},
         SHARED_KV: {"projections": ("W_q", "W_k", "W_k")},
         SHARED_QKV: {"projections": ("W_q", "W_q", "W_q")},
+        SHARED_QK: {"projections": ("W_q", "W_q", "W_v")},
         SWAPPED: {"inputs": "kqq"},
         SWAPPED_KV: {"inputs": "qvk"},
+        WRONG_DIM_HEADS: {"concept": "softmax_heads"},
+        WRONG_DIM_BATCH: {"concept": "softmax_batch"},
+        VALUES_FROM_KEY: {"inputs": "qkk"},
+        KEYS_FROM_VALUE: {"inputs": "qvv"},
     }
     if mask is not None:
         switches[MASK_INVERTED] = {"concept": "mask_inverted"}
@@ -484,9 +537,12 @@ def test_mha_parameter_count(check, refs, mha_parameter_count):
     with check("equals the parameter count of torch.nn.MultiheadAttention, with and without bias", weight=2):
         for d_model, h, bias in [(16, 4, True), (16, 4, False), (64, 8, True), (30, 5, False), (512, 1, True)]:
             n = mha_parameter_count(d_model, h, bias=bias)
+            named = {3 * d_model * d_model + 3 * d_model * bias: COUNT_NO_W_O,
+                     4 * d_model * d_model: COUNT_NO_BIAS if bias else None,
+                     h * _torch_count(d_model, h, bias): COUNT_PER_HEAD if h > 1 else None}.get(n)
             check.true(n == _torch_count(d_model, h, bias),
                        f"mha_parameter_count({d_model}, {h}, bias={bias}) returned {n}, which is not the number "
-                       "of parameters of torch.nn.MultiheadAttention with that configuration.")
+                       "of parameters of torch.nn.MultiheadAttention with that configuration.", named)
     with check("does not depend on the number of heads"):
         counts = {h: mha_parameter_count(96, h, bias=True) for h in (1, 2, 3, 4, 6, 8, 12)}
         check.true(len(set(counts.values())) == 1,

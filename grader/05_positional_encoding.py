@@ -56,6 +56,37 @@ POSITIONS_FROM_1 = Mistake(
     "0..max_len-1, so the first token does not get PE[0] = (0, 1, 0, 1, ...); use torch.arange(max_len)",
     "2. Sinusoidal encoding",
 )
+FREQ_SIGN = Mistake(
+    "frequencies grow instead of shrink",
+    "the exponent lost its minus sign: 10000^(2i/d) makes the pairs turn faster and faster (the last ones by "
+    "thousands of radians per position) instead of slower; the speed of pair i is 10000^(-2i/d) = 1 / 10000^(2i/d)",
+    "2. Sinusoidal encoding",
+)
+OFFSET_IGNORED = Mistake(
+    "offset k ignored",
+    "the angles are the speeds ω_i themselves, not k·ω_i, so the matrix moves every encoding by one position "
+    "whatever k is; rotate pair i by k·ω_i",
+    "3. The offset property: a shift is a rotation",
+)
+ROPE_NOT_ROTATION = Mistake(
+    "RoPE's sign slip: not a rotation",
+    "the two halves must be (x1·cos - x2·sin, x2·cos + x1·sin): one minus and one plus. With the same sign in "
+    "both the pair is not rotated (its norm changes), so the scores no longer depend on m - n alone",
+    "6. Rotary position embedding (RoPE)",
+)
+EMBEDDING_SCALED = Mistake(
+    "x scaled inside the module",
+    "forward must return x + PE[:L] (then dropout); multiplying x by sqrt(d_model) is the embedding layer's "
+    "convention in some models, and it does not belong in this module",
+    "4. The `PositionalEncoding` module",
+)
+ROPE_BACKWARDS = Mistake(
+    "RoPE rotates by -angle",
+    "the signs of the sine terms are flipped, so every pair turns clockwise, by -m·θ_i; that is the inverse "
+    "rotation. Scores still depend on m - n only, but with the opposite sign of every checkpoint trained with "
+    "RoPE: the first half gets x1·cos - x2·sin, the second x2·cos + x1·sin",
+    "6. Rotary position embedding (RoPE)",
+)
 ROPE_IGNORES_POSITIONS = Mistake(
     "RoPE ignores `positions`",
     "the rotation angles come from torch.arange(L), each token's index in x, instead of the `positions` "
@@ -93,14 +124,16 @@ def reference_offset_rotation(k: float, d_model: int, base: float = 10000.0, two
 
 
 def reference_rope(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0, two: float = 2.0,
-                   pairing: str = "half") -> torch.Tensor:
+                   pairing: str = "half", signs: str = "-+") -> torch.Tensor:
     d = x.shape[-1]
     angle = positions.to(torch.float64)[:, None] * _freqs(d, base, two)  # (L, d/2)
     cos, sin = angle.cos(), angle.sin()
     xd = x.to(torch.float64)
     if pairing == "half":
         x1, x2 = xd[..., : d // 2], xd[..., d // 2:]
-        out = torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+        first = x1 * cos - x2 * sin if signs[0] == "-" else x1 * cos + x2 * sin
+        second = x2 * cos + x1 * sin if signs[1] == "+" else x2 * cos - x1 * sin
+        out = torch.cat([first, second], dim=-1)
     elif pairing == "interleaved":
         x1, x2 = xd[..., 0::2], xd[..., 1::2]
         out = torch.stack([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).flatten(-2)
@@ -122,6 +155,14 @@ def _nearest(actual, candidates: list[torch.Tensor]) -> torch.Tensor:
     return best
 
 
+def _grown_table_float32(max_len: int, d_model: int) -> torch.Tensor:
+    """FREQ_SIGN's table computed in float32, as a learner's code does: its angles reach thousands of radians,
+    where float32's rounding of the angle changes the sine in the third decimal."""
+    i = torch.arange(d_model // 2, dtype=torch.float32)
+    angle = torch.arange(max_len, dtype=torch.float32)[:, None] * 10000.0 ** (2 * i / d_model)
+    return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(-2)
+
+
 def _table_mistakes(actual, max_len: int, d_model: int, transform=lambda pe: pe) -> dict:
     """The known wrong tables for (max_len, d_model), passed through `transform` (e.g. x + pe)."""
     return {
@@ -129,6 +170,8 @@ def _table_mistakes(actual, max_len: int, d_model: int, transform=lambda pe: pe)
         EXP_I: transform(reference_sinusoidal(max_len, d_model, two=1.0)),
         WRONG_BASE: _nearest(actual, [transform(reference_sinusoidal(max_len, d_model, base=b)) for b in WRONG_BASES]),
         POSITIONS_FROM_1: transform(reference_sinusoidal(max_len, d_model, start=1)),
+        FREQ_SIGN: _nearest(actual, [transform(reference_sinusoidal(max_len, d_model, two=-2.0)),
+                                     transform(_grown_table_float32(max_len, d_model))]),
     }
 
 
@@ -201,6 +244,7 @@ def test_offset_rotation(check, refs, offset_rotation):
             ref = refs[f"offset.{k}.{d_model}"]
             wrong = {
                 TRANSPOSED: ref.T.contiguous(),
+                **({OFFSET_IGNORED: reference_offset_rotation(1, d_model)} if k != 1 else {}),
                 EXP_I: reference_offset_rotation(k, d_model, two=1.0),
                 WRONG_BASE: _nearest(M, [reference_offset_rotation(k, d_model, base=b) for b in WRONG_BASES]),
             }
@@ -229,6 +273,7 @@ def _test_PositionalEncoding(check, refs, PositionalEncoding):
         out = module(refs["pe.x"])
         x = refs["pe.x"]
         mistakes = _table_mistakes(out, s["max_len"], s["d_model"], transform=lambda pe: x + pe[: s["L"]])
+        mistakes[EMBEDDING_SCALED] = x * math.sqrt(s["d_model"]) + reference_sinusoidal(s["max_len"], s["d_model"])[: s["L"]]
         check.close(out, refs["pe.out"], "forward(x)", mistakes=mistakes, atol=1e-4)
     with check("the table is a buffer, not a parameter, and it moves with .to()"):
         module = PositionalEncoding(10, 20, 0.0)
@@ -286,11 +331,14 @@ def test_apply_rope(check, refs, apply_rope):
             EXP_I: reference_rope(x, positions, two=1.0),
             WRONG_BASE: _nearest(out, [reference_rope(x, positions, base=b) for b in WRONG_BASES]),
             ROPE_IGNORES_POSITIONS: reference_rope(x, torch.arange(x.shape[-2])),
+            ROPE_BACKWARDS: reference_rope(x, -positions),
+            ROPE_NOT_ROTATION: _nearest(out, [reference_rope(x, positions, signs=sg) for sg in ("--", "++")]),
         }
         check.close(out, refs["rope.out"], "apply_rope(x, positions)", mistakes=mistakes, atol=1e-4)
     with check("honours the base argument (base=500)"):
         check.close(apply_rope(x, positions, base=500), refs["rope.out_base500"], "apply_rope(x, positions, base=500)",
-                    mistakes={ROPE_IGNORES_POSITIONS: reference_rope(x, torch.arange(x.shape[-2]), base=500)},
+                    mistakes={ROPE_IGNORES_POSITIONS: reference_rope(x, torch.arange(x.shape[-2]), base=500),
+                              ROPE_BACKWARDS: reference_rope(x, -positions, base=500)},
                     atol=1e-4)
     with check("scores depend only on m - n (fresh non-square q, k and a random shift)"):
         q, k = torch.randn(2, 3, 5, 16, dtype=torch.float64), torch.randn(2, 3, 9, 16, dtype=torch.float64)

@@ -26,6 +26,9 @@ MISTAKES = [
     {"cell": "padding_mask", "old": "positions[None, :] < lengths[:, None]",
      "new": "positions[None, :] >= lengths[:, None]",
      "exercise": "padding_mask", "mistake": "inverted polarity"},
+    {"cell": "padding_mask", "old": "positions[None, :] < lengths[:, None]",
+     "new": "positions[None, :] + 1 < lengths[:, None]",
+     "exercise": "padding_mask", "mistake": "off-by-one length"},
     # sliding_window_mask
     {"cell": "sliding_window_mask", "old": "(j > i - window)", "new": "(j >= i - window)",
      "exercise": "sliding_window_mask", "mistake": "off-by-one window"},
@@ -64,6 +67,15 @@ MISTAKES = [
      "new": "    rows = torch.arange(Lq, device=key_lengths.device)  # (Lq,)\n"
             "    mask = (rows[None, None, :, None] < key_lengths[:, None, None, None]).expand(-1, 1, Lq, Lk)  # (B, 1, Lq, Lk)\n",
      "exercise": "build_attention_mask", "mistake": "padding on the query axis"},
+    {"cell": "sliding_window_mask", "old": "return (j <= i) & (j > i - window)",
+     "new": "return (j > i - window) & (j < i + window)",
+     "exercise": "sliding_window_mask", "mistake": "window open on both sides"},
+    {"cell": "masked_softmax", "old": 'scores = scores.masked_fill(~mask, float("-inf"))',
+     "new": 'masked = scores.masked_fill(~mask, float("-inf"))',
+     "exercise": "masked_softmax", "mistake": "mask not applied"},
+    {"cell": "build_attention_mask", "old": "mask = mask & (j[None, :] <= i[:, None])",
+     "new": "mask = torch.ones_like(mask) & (j[None, :] <= i[:, None])",
+     "exercise": "build_attention_mask", "mistake": "causal mask replaces the padding mask"},
 ]
 
 VARIANTS = [

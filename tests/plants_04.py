@@ -54,6 +54,24 @@ MISTAKES = [
     # Per-head weights averaged, as torch.nn.MultiheadAttention returns them by default.
     {"cell": "MultiHeadAttention", "old": "return output, weights", "new": "return output, weights.mean(dim=1)",
      "exercise": "MultiHeadAttention", "mistake": "averaging heads"},
+    # softmax over the batch, keys from the value input, biases forgotten in the count
+    {"cell": "MultiHeadAttention", "old": "weights = torch.softmax(scores, dim=-1)",
+     "new": "weights = torch.softmax(scores, dim=0)",
+     "exercise": "MultiHeadAttention", "mistake": "softmax over the wrong dim"},
+    {"cell": "MultiHeadAttention", "old": "self.W_k(key)", "new": "self.W_k(value)",
+     "exercise": "MultiHeadAttention", "mistake": "keys projected from value instead of key"},
+    {"cell": "mha_parameter_count", "old": "per_projection = d_model * d_model + (d_model if bias else 0)",
+     "new": "per_projection = d_model * d_model",
+     "exercise": "mha_parameter_count", "mistake": "biases not counted"},
+    {"cell": "MultiHeadAttention", "old": "self.W_v(value)", "new": "self.W_v(key)",
+     "exercise": "MultiHeadAttention", "mistake": "values projected from key instead of value"},
+    {"cell": "mha_parameter_count", "old": "return 4 * per_projection", "new": "return sum([per_projection] * 3)",
+     "exercise": "mha_parameter_count", "mistake": "output projection not counted"},
+    {"cell": "MultiHeadAttention", "old": "k = split_heads(self.W_k(key), self.num_heads)",
+     "new": "k = split_heads(self.W_q(key), self.num_heads)",
+     "exercise": "MultiHeadAttention", "mistake": "a projection shared between Q, K and V"},
+    {"cell": "mha_parameter_count", "old": "return 4 * per_projection", "new": "return num_heads * 4 * per_projection",
+     "exercise": "mha_parameter_count", "mistake": "projections counted once per head"},
 ]
 
 VARIANTS = [

@@ -38,6 +38,21 @@ MISTAKES = [
      "exercise": "apply_rope", "mistake": "interleaved-pair RoPE"},
     {"cell": "apply_rope", "old": "theta = base ** (-2 * i / d)", "new": "theta = 1000 ** (-2 * i / d)",
      "exercise": "apply_rope", "mistake": "wrong base"},
+    # the inverse rotation, written as a negated angle
+    {"cell": "apply_rope", "old": "cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)",
+     "new": "cos, sin = angle.cos().to(x.dtype), (-angle).sin().to(x.dtype)",
+     "exercise": "apply_rope", "mistake": "RoPE rotates by -angle"},
+    {"cell": "sinusoidal_encoding", "old": "freq = 10000.0 ** (-2 * i / d_model)",
+     "new": "freq = 10000.0 ** (2 * i / d_model)",  # named only when computed as here: sin of 10^4 rad is float32 noise
+     "exercise": "sinusoidal_encoding", "mistake": "frequencies grow instead of shrink"},
+    {"cell": "offset_rotation", "old": "cos, sin = torch.cos(k * freq), torch.sin(k * freq)",
+     "new": "cos, sin = torch.cos(freq), torch.sin(freq)",
+     "exercise": "offset_rotation", "mistake": "offset k ignored"},
+    {"cell": "apply_rope", "old": "out1 = x1 * cos - x2 * sin", "new": "out1 = x1 * cos + x2 * sin",
+     "exercise": "apply_rope", "mistake": "RoPE's sign slip: not a rotation"},
+    {"cell": "PositionalEncoding", "old": "return self.dropout(x + self.pe[:L])",
+     "new": "return self.dropout(x * self.pe.shape[1] ** 0.5 + self.pe[:L])",
+     "exercise": "PositionalEncoding", "mistake": "x scaled inside the module"},
 ]
 
 # Correct answers written differently: all applied together, they must keep full marks.
