@@ -9,7 +9,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from utils.attention_variants import undefined_as as _undefined_as
-from utils.grading import CheckFailure, Mistake, expect_pair, load_grader, load_weights, standing_in
+from utils.grading import (CheckFailure, CheckTimeout, LocalPart, Mistake, expect_pair, load_grader, load_weights, local_object,
+                           standing_in)
 
 NOTEBOOK = "06_grouped_query_attention"
 FAMILY = "2. One family: MHA, GQA, MQA"
@@ -28,11 +29,23 @@ TILED = Mistake(
     "the wrong keys",
     TILING,
 )
+OTHER_AXIS = Mistake(
+    "copies along the wrong axis",
+    "the copies were made along another dim than the heads (dim 1 of (B, h_kv, L, d_k)): the batch, the positions "
+    "or the width grew n_rep times instead of the number of heads; repeat_interleave(n_rep, dim=1)",
+    FAMILY,
+)
 WRONG_DIM = Mistake(
     "cache concatenated on the wrong dim",
     "the new keys and values were appended along an axis other than the sequence axis (dim 2 of "
     "(B, h_kv, L, d_k)); the cache then grows in batch, heads or width instead of in length, and the next "
     "query sees the wrong number of keys",
+    CACHE,
+)
+RETURNS_NEW = Mistake(
+    "update returns only the new keys and values",
+    "update must store the new keys and values and return everything cached so far, (B, h_kv, t, d_k); returning "
+    "only k_new and v_new leaves the new query with its own key alone, as if there were no cache",
     CACHE,
 )
 NO_CACHE_READ = Mistake(
@@ -47,6 +60,31 @@ POSITIONS_RESTART = Mistake(
     "Rotating every new query and key as if it stood at position 0 gives each cached key the same rotation, "
     "so the scores no longer see order",
     ROPE,
+)
+ROPE_ON_VALUES = Mistake(
+    "RoPE applied to the values",
+    "RoPE rotates the queries and the keys, whose dot product then depends on m - n; the values are read, not "
+    "compared, and stay as they are. Rotated values carry their position into the output, and unrotated keys "
+    "leave the scores blind to order",
+    GQA,
+)
+CACHE_REPEATED = Mistake(
+    "repeated heads stored in the cache",
+    "the keys and values go into the cache as num_kv_heads heads, (B, h_kv, L, d_k), and are repeated for the "
+    "query heads only after it is read: repeat_kv before cache.update stores every KV head n_rep times, and the "
+    "cache is as large as multi-head attention's, which is what GQA exists to avoid",
+    CACHE,
+)
+LEN_AXIS = Mistake(
+    "len(cache) reads the wrong axis",
+    "the number of cached positions is the size of the sequence axis, dim 2 of (B, h_kv, t, d_k); another axis "
+    "gives the batch, the heads or the width",
+    CACHE,
+)
+VALUES_GET_KEYS = Mistake(
+    "new keys appended to the value cache",
+    "the value cache was extended with the new keys (k_new) instead of the new values: a copy-paste slip in update",
+    CACHE,
 )
 NO_SCALE = Mistake(
     "no 1/sqrt(d_k) scaling",
@@ -85,6 +123,17 @@ SWAPPED_QK = Mistake(
     "normalises over the queries; with a causal mask query i then reads the tokens after it",
     GQA,
 )
+_VIEW = ("a (B, L, d_model) projection split by .view(B, heads, L, d_k) without the transpose mixes positions "
+         "and features (notebook 04's silent bug); split with .view(B, L, heads, d_k).transpose(1, 2)")
+VIEW_Q = Mistake("view without transpose", "the queries were split with a bare view: " + _VIEW, GQA)
+VIEW_KV = Mistake("view without transpose", "the keys and values were split with a bare view: " + _VIEW, GQA)
+VIEW_QKV = Mistake("view without transpose", "queries, keys and values were split with a bare view: " + _VIEW, GQA)
+VIEW_MERGE = Mistake(
+    "view without transpose",
+    "the heads (B, h, L, d_k) were merged by a reshape to (B, L, h·d_k) without first moving the head axis next to "
+    "d_k (.transpose(1, 2)), which mixes positions and features (notebook 04's silent bug)",
+    GQA,
+)
 NO_FACTOR_2 = Mistake(
     "bytes without the factor 2 (K and V)",
     "the cache holds keys AND values: two tensors of (num_layers, batch, num_kv_heads, seq_len, head_dim) "
@@ -119,17 +168,23 @@ def _linear(params: dict[str, torch.Tensor], name: str, x: torch.Tensor) -> torc
     return F.linear(x, params[f"{name}.weight"], params.get(f"{name}.bias"))
 
 
-def _project(params, x, num_heads, num_kv_heads, shared_kv=False):
-    """q (B, h, L, d_k), k and v (B, h_kv, L, d_k) from x (B, L, d_model); shared_kv: v from W_k (a mistake)."""
+def _project(params, x, num_heads, num_kv_heads, shared_kv=False, bare_view=""):
+    """q (B, h, L, d_k), k and v (B, h_kv, L, d_k) from x (B, L, d_model); shared_kv: v from W_k, and bare_view
+    ("q", "kv" or "qkv"): those split by .view(B, heads, L, d_k) without the transpose (mistakes)."""
     B, L, d_model = x.shape
     d_k = d_model // num_heads
-    q = _linear(params, "W_q", x).view(B, L, num_heads, d_k).transpose(1, 2)
-    k = _linear(params, "W_k", x).view(B, L, num_kv_heads, d_k).transpose(1, 2)
-    v = _linear(params, "W_k" if shared_kv else "W_v", x).view(B, L, num_kv_heads, d_k).transpose(1, 2)
+
+    def split(t, heads, role):
+        return t.view(B, heads, L, d_k) if role in bare_view else t.view(B, L, heads, d_k).transpose(1, 2)
+
+    q = split(_linear(params, "W_q", x), num_heads, "q")
+    k = split(_linear(params, "W_k", x), num_kv_heads, "k")
+    v = split(_linear(params, "W_k" if shared_kv else "W_v", x), num_kv_heads, "v")
     return q, k, v
 
 
-def _attend(params, q, k, v, mask, num_heads, num_kv_heads, tile, scale="sqrt", mask_mode="ok", swap=False):
+def _attend(params, q, k, v, mask, num_heads, num_kv_heads, tile, scale="sqrt", mask_mode="ok", swap=False,
+            merge_view=False):
     """The attention and W_o; `scale` ("sqrt", "none", "d_k"), `mask_mode` ("ok", "inverted", "ignored") and
     `swap` (k @ q^T) reproduce the catalogued mistakes."""
     n_rep = num_heads // num_kv_heads
@@ -141,18 +196,25 @@ def _attend(params, q, k, v, mask, num_heads, num_kv_heads, tile, scale="sqrt", 
         scores = scores.masked_fill(mask if mask_mode == "inverted" else ~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1)
     B, h, Lq, d_k = q.shape
-    out = _linear(params, "W_o", (weights @ v).transpose(1, 2).reshape(B, Lq, h * d_k))
+    heads = weights @ v  # (B, h, Lq, d_k)
+    merged = heads.reshape(B, Lq, h * d_k) if merge_view else heads.transpose(1, 2).reshape(B, Lq, h * d_k)
+    out = _linear(params, "W_o", merged)
     return out, weights
 
 
-def reference_gqa(params, x, mask, num_heads, num_kv_heads, *, rope=False, tile=False, shared_kv=False, **how):
+def reference_gqa(params, x, mask, num_heads, num_kv_heads, *, rope=False, tile=False, shared_kv=False,
+                  bare_view="", rope_values=False, **how):
     """One full pass of grouped-query self-attention from a state dict: (output, weights).
 
-    The switches (tile, shared_kv, and _attend's scale, mask_mode, swap) reproduce the catalogued mistakes."""
-    q, k, v = _project(params, x, num_heads, num_kv_heads, shared_kv)
+    The switches (tile, shared_kv, bare_view, and _attend's scale, mask_mode, swap, merge_view) reproduce the
+    catalogued mistakes."""
+    q, k, v = _project(params, x, num_heads, num_kv_heads, shared_kv, bare_view)
     if rope:
         positions = torch.arange(x.shape[1])
-        q, k = reference_rope(q, positions), reference_rope(k, positions)
+        if rope_values:  # a mistake: the values rotated, the keys not
+            q, v = reference_rope(q, positions), reference_rope(v, positions)
+        else:
+            q, k = reference_rope(q, positions), reference_rope(k, positions)
     return _attend(params, q, k, v, mask, num_heads, num_kv_heads, tile, **how)
 
 
@@ -162,7 +224,8 @@ def _gqa_mistakes(params, x, mask, h, h_kv, rope=False):
     """{mistake: (output, weights)} of each catalogued mistake of GroupedQueryAttention that predicts something
     here: the mask mistakes only where a mask is given, swapped q and k only for self-attention of L > 1."""
     switches = {TILED: dict(tile=True), NO_SCALE: dict(scale="none"), SCALE_DK: dict(scale="d_k"),
-                SHARED_KV: dict(shared_kv=True)}
+                SHARED_KV: dict(shared_kv=True), VIEW_Q: dict(bare_view="q"), VIEW_KV: dict(bare_view="kv"),
+                VIEW_QKV: dict(bare_view="qkv"), VIEW_MERGE: dict(merge_view=True)}
     if x.shape[1] > 1:
         switches[SWAPPED_QK] = dict(swap=True)
     if mask is not None:
@@ -170,6 +233,8 @@ def _gqa_mistakes(params, x, mask, h, h_kv, rope=False):
         switches[MASK_IGNORED] = dict(mask_mode="ignored")
     if h == h_kv:
         del switches[TILED]  # one KV head per query head: tiling is grouping
+    if rope:
+        switches[ROPE_ON_VALUES] = dict(rope_values=True)
     return {m: reference_gqa(params, x, mask, h, h_kv, rope=rope, **kw) for m, kw in switches.items()}
 
 
@@ -290,20 +355,32 @@ def _gqa_module(cls, params, d_model, num_heads, num_kv_heads, **kwargs):
 
 
 # -- hidden tests ----------------------------------------------------------------------------------------
+def _repeat_mistakes(actual, x, n_rep):
+    """Tiling, and copies made along another axis than the heads (the one whose shape the answer has)."""
+    found = {TILED: reference_repeat_kv(x, n_rep, tile=True)}
+    if isinstance(actual, torch.Tensor) and actual.shape != (x.shape[0], x.shape[1] * n_rep, *x.shape[2:]):
+        same_shape = [w for d in (0, 2, 3) for w in (x.repeat_interleave(n_rep, dim=d),
+                                                     x.repeat(*[n_rep if i == d else 1 for i in range(4)]))
+                      if w.shape == actual.shape]
+        if same_shape:
+            exact = [w for w in same_shape if torch.allclose(actual.detach().to(w.dtype), w)]
+            found[OTHER_AXIS] = (exact or same_shape)[0]
+    return found
+
+
 def test_repeat_kv(check, refs, repeat_kv):
     with check("matches the reference on a hidden input (B=2, h_kv=3, L=5, d=4, n_rep=4)", weight=2):
         x = refs["repeat_kv.x"]
-        check.close(repeat_kv(x, 4), refs["repeat_kv.out"], "repeat_kv(x, 4)",
-                    mistakes={TILED: reference_repeat_kv(x, 4, tile=True)})
+        out = repeat_kv(x, 4)
+        check.close(out, refs["repeat_kv.out"], "repeat_kv(x, 4)", mistakes=_repeat_mistakes(out, x, 4))
     with check("head i of the result is KV head i // n_rep, on fresh shapes"):
         for B, h_kv, L, d, n_rep in [(3, 2, 7, 5, 3), (1, 4, 2, 8, 2), (2, 5, 1, 3, 5)]:
             with check.case():
                 x = torch.randn(B, h_kv, L, d)
                 out = repeat_kv(x, n_rep)
-                check.shape(out, (B, h_kv * n_rep, L, d), f"repeat_kv(x of shape {(B, h_kv, L, d)}, {n_rep})")
                 expected = torch.stack([x[:, i // n_rep] for i in range(h_kv * n_rep)], dim=1)
                 check.close(out, expected, f"repeat_kv(x of shape {(B, h_kv, L, d)}, {n_rep})",
-                            mistakes={TILED: reference_repeat_kv(x, n_rep, tile=True)})
+                            mistakes=_repeat_mistakes(out, x, n_rep))
     with check("n_rep = 1 returns x's values unchanged (multi-head attention needs no copies)"):
         x = torch.randn(2, 4, 3, 5)
         check.close(repeat_kv(x, 1), x, "repeat_kv(x, 1)")
@@ -312,8 +389,9 @@ def test_repeat_kv(check, refs, repeat_kv):
         check.close(repeat_kv(x, 8), x.expand(2, 8, 6, 4), "repeat_kv(x with one head, 8)")
     with check("keeps the dtype (float64) and works on a non-contiguous input"):
         x = torch.randn(2, 5, 3, 4, dtype=torch.float64).transpose(1, 2)  # (B=2, h_kv=3, L=5, d=4), not contiguous
-        check.close(repeat_kv(x, 2), reference_repeat_kv(x, 2), "repeat_kv(a transposed float64 tensor, 2)",
-                    mistakes={TILED: reference_repeat_kv(x, 2, tile=True)})
+        out = repeat_kv(x, 2)
+        check.close(out, reference_repeat_kv(x, 2), "repeat_kv(a transposed float64 tensor, 2)",
+                    mistakes=_repeat_mistakes(out, x, 2))
 
 
 def _compare(check, module, params, x, mask, h, h_kv, out_ref, w_ref, what, rope=False, **tol):
@@ -412,10 +490,15 @@ def _test_grouped_query_attention(check, refs, GroupedQueryAttention):
                    "GroupedQueryAttention(24, 6, 4) was built: 6 query heads cannot be split into 4 equal groups.")
 
 
-def _cache_mistake(actual, updates):
-    """The learner's cache content matched against concatenation along each wrong axis (the one of its shape)."""
+def _cache_mistake(actual, updates, others=None):
+    """The learner's cache content matched against concatenation along each wrong axis (the one of its shape), and,
+    for the values, against the keys (`others`)."""
     if not isinstance(actual, torch.Tensor):
         return {}
+    if others is not None and len(others) > 1:
+        return {VALUES_GET_KEYS: torch.cat([updates[0]] + others[1:], dim=2), **_cache_mistake(actual, updates)}
+    if len(updates) > 1 and actual.shape == updates[-1].shape:
+        return {RETURNS_NEW: updates[-1]}
     for dim in (0, 1, 3):
         try:
             wrong = torch.cat(updates, dim=dim)
@@ -508,7 +591,8 @@ def _test_kv_cache(check, refs, KVCache, GroupedQueryAttention):
             vs.append(v)
             k_all, v_all = _update(cache, k, v)
             check.close(k_all, torch.cat(ks, dim=2), f"keys after {t} updates", mistakes=_cache_mistake(k_all, ks))
-            check.close(v_all, torch.cat(vs, dim=2), f"values after {t} updates", mistakes=_cache_mistake(v_all, vs))
+            check.close(v_all, torch.cat(vs, dim=2), f"values after {t} updates",
+                        mistakes=_cache_mistake(v_all, vs, ks))
     with check("returns everything so far: a prefill of random length, then single tokens (float64)"):
         cache = KVCache()
         P = int(torch.randint(2, 9, ()))
@@ -520,35 +604,59 @@ def _test_kv_cache(check, refs, KVCache, GroupedQueryAttention):
             vs.append(torch.randn(1, 2, 1, 6, dtype=torch.float64))
             k_all, v_all = _update(cache, ks[-1], vs[-1])
         check.close(k_all, torch.cat(ks, dim=2), "keys", mistakes=_cache_mistake(k_all, ks))
-        check.close(v_all, torch.cat(vs, dim=2), "values", mistakes=_cache_mistake(v_all, vs))
+        check.close(v_all, torch.cat(vs, dim=2), "values", mistakes=_cache_mistake(v_all, vs, ks))
     with check("len(cache) counts the cached positions: 0, then the prefill, then one more per token"):
         cache = KVCache()
         counts = [len(cache)]
-        _update(cache, torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4))
+        _update(cache, torch.randn(3, 2, 5, 7), torch.randn(3, 2, 5, 7))  # every axis a different size
         counts.append(len(cache))
-        _update(cache, torch.randn(1, 2, 1, 4), torch.randn(1, 2, 1, 4))
+        _update(cache, torch.randn(3, 2, 1, 7), torch.randn(3, 2, 1, 7))
         counts.append(len(cache))
-        check.true(counts == [0, 5, 6], f"len(cache) was {counts} (empty, after 5 positions, after one more); "
-                   "expected [0, 5, 6].")
+        check.true(counts == [0, 5, 6], f"len(cache) was {counts} (empty, after 5 positions, after one more, of "
+                   "(B=3, h_kv=2, t, d_k=7)); expected [0, 5, 6].",
+                   LEN_AXIS if counts in ([0, 3, 3], [0, 2, 2], [0, 7, 7]) else None)
     with check("two caches are independent (no state shared between instances)"):
         a, b = KVCache(), KVCache()
         _update(a, torch.randn(1, 1, 3, 2), torch.randn(1, 1, 3, 2))
         k_b, _ = _update(b, torch.ones(1, 1, 1, 2), torch.ones(1, 1, 1, 2))
         check.close(k_b, torch.ones(1, 1, 1, 2), "keys of a second, fresh cache after one update")
+    with check("in your module's decoding, your cache gives what the course's cache gives (prefill, then single "
+               "tokens, rope=True)", weight=2):
+        _cache_against_course_cache(check, GroupedQueryAttention, KVCache)
+
+
+def _test_cache_path(check, GroupedQueryAttention):
+    """forward(x, cache=...) graded with the course's KV cache in the learner's process: a mistake in the module's
+    cache path (the update's result ignored, positions restarting) costs GroupedQueryAttention, and a bug in the
+    learner's KVCache costs nothing here."""
+    course_cache = local_object(GroupedQueryAttention, LocalPart("kv_cache"))
+    with check("with a cache, the keys and values are stored as num_kv_heads heads (B, h_kv, t, d_k), repeated "
+               "only after they are read"):
+        params = random_params(None, 24, 6, 2)
+        module = _gqa_module(GroupedQueryAttention, params, 24, 6, 2)
+        cache = course_cache()
+        with torch.no_grad():
+            expect_pair(module(torch.randn(2, 3, 24), mask=torch.ones(3, 3, dtype=torch.bool).tril(), cache=cache),
+                        "GroupedQueryAttention.forward with a cache")
+            expect_pair(module(torch.randn(2, 1, 24), cache=cache), "GroupedQueryAttention.forward with a cache")
+        stored = cache.k
+        shape = tuple(stored.shape) if isinstance(stored, torch.Tensor) else None
+        check.true(shape == (2, 2, 4, 4), f"the cache holds keys of shape {shape} after a prompt of 3 tokens and one "
+                   "more, expected (B=2, h_kv=2, 4, d_k=4).", CACHE_REPEATED if shape == (2, 6, 4, 4) else None)
     for rope in (False, True):
-        with check(f"cached decoding (a prefill, then single tokens) equals your module without a cache: outputs, "
-                   f"random lengths (rope={rope})", weight=2):
+        with check(f"with the course's KV cache, cached decoding (a prefill, then single tokens) equals your "
+                   f"module without a cache: outputs, random lengths (rope={rope})", weight=2):
             for _ in range(2):
                 L = int(torch.randint(5, 12, ()))
                 prefill = int(torch.randint(2, L - 1, ()))  # at least 2 prompt tokens, then at least 2 single ones
-                _decode_check(check, GroupedQueryAttention, KVCache, rope=rope, B=2, L=L, prefill=prefill,
+                _decode_check(check, GroupedQueryAttention, course_cache, rope=rope, B=2, L=L, prefill=prefill,
                               d_model=24, h=6, h_kv=2)
-    with check("cached decoding (prefill of 4, then 5 single tokens) gives your module's weights at every step "
-               "(rope=True)"):
+    with check("with the course's KV cache, cached decoding (prefill of 4, then 5 single tokens) gives your "
+               "module's weights at every step (rope=True)"):
         L, prefill = 9, 4
         params = random_params(None, 16, 4, 2)
         x = torch.randn(2, L, 16)
-        _, weights = _decode(GroupedQueryAttention, KVCache, params, x, prefill, 4, 2, rope=True)
+        _, weights = _decode(GroupedQueryAttention, course_cache, params, x, prefill, 4, 2, rope=True)
         own_out, own = _prefix_passes(GroupedQueryAttention, params, x, prefill, 4, 2, rope=True)
         full_out, _ = reference_gqa(params, x, torch.ones(L, L, dtype=torch.bool).tril(), 4, 2, rope=True)
         wrong = {}
@@ -561,6 +669,37 @@ def _test_kv_cache(check, refs, KVCache, GroupedQueryAttention):
             t = prefill + i
             check.close(w, own[i + 1], f"weights of the token at position {t}",
                         mistakes={m: ws[i + 1] for m, ws in wrong.items()})
+
+
+def _cache_against_course_cache(check, GroupedQueryAttention, KVCache):
+    """The learner's module decodes twice, once with their cache and once with the course's: whatever the module
+    does, the two agree exactly when the learner's cache behaves like the course's. Where the module cannot decode
+    with the course's cache (its cache path is broken, which costs GroupedQueryAttention), the same updates are
+    made directly instead."""
+    course_cache = local_object(GroupedQueryAttention, LocalPart("kv_cache"))
+    L, prefill = 9, 4
+    params = random_params(None, 16, 4, 2)
+    x = torch.randn(2, L, 16)
+    try:
+        expected, _ = _decode(GroupedQueryAttention, course_cache, params, x, prefill, 4, 2, rope=True)
+    except (NotImplementedError, CheckTimeout):
+        raise
+    except Exception:  # noqa: BLE001 - the module's own cache path fails: check the cache on its own
+        cache = KVCache()
+        ks = [torch.randn(2, 2, prefill, 4)]
+        vs = [torch.randn(2, 2, prefill, 4)]
+        _update(cache, ks[0], vs[0])
+        for t in range(prefill, L):
+            ks.append(torch.randn(2, 2, 1, 4))
+            vs.append(torch.randn(2, 2, 1, 4))
+            k_all, v_all = _update(cache, ks[-1], vs[-1])
+            check.close(k_all, torch.cat(ks, dim=2), f"keys after token {t}", mistakes=_cache_mistake(k_all, ks))
+            check.close(v_all, torch.cat(vs, dim=2), f"values after token {t}", mistakes=_cache_mistake(v_all, vs))
+            check.true(len(cache) == t + 1, f"len(cache) was {len(cache)} after {t + 1} positions.")
+        return
+    out, _ = _decode(GroupedQueryAttention, KVCache, params, x, prefill, 4, 2, rope=True)
+    check.close(out, expected, "outputs of your module decoding with your cache vs with the course's cache",
+                atol=1e-5)
 
 
 def _bytes_mistake(n, expected, num_layers):
@@ -602,13 +741,16 @@ def test_kv_cache_bytes(check, refs, kv_cache_bytes):
 
 
 def test_grouped_query_attention(check, refs, GroupedQueryAttention):
-    """Graded on its own: the repeat_kv it calls is the reference one (its bugs cost points there)."""
+    """Graded on its own: the repeat_kv it calls is the reference one (its bugs cost points there), and its cache
+    path runs with the course's KV cache (a KVCache bug costs points in KVCache only)."""
     with standing_in(GroupedQueryAttention, repeat_kv=_repeat_kv):
         _test_grouped_query_attention(check, refs, GroupedQueryAttention)
+        _test_cache_path(check, GroupedQueryAttention)
 
 
 def test_kv_cache(check, refs, KVCache, GroupedQueryAttention):
-    """The cache and its use in forward, with the reference repeat_kv (a repeat_kv bug costs points there only)."""
+    """The cache on its own, then in the learner's module against the course's cache (with the reference
+    repeat_kv: a repeat_kv bug costs points there only)."""
     with standing_in(GroupedQueryAttention, repeat_kv=_repeat_kv):
         _test_kv_cache(check, refs, KVCache, GroupedQueryAttention)
 

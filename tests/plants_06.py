@@ -8,6 +8,9 @@ MISTAKES = [
     # Tiling: KV heads 0, 1, 0, 1, ... instead of 0, 0, 1, 1, ...
     {"cell": "repeat_kv", "old": "x.repeat_interleave(n_rep, dim=1)", "new": "x.repeat(1, n_rep, 1, 1)",
      "exercise": "repeat_kv", "mistake": "repeat (tiling) instead of repeat_interleave"},
+    # Copies of the width instead of the heads
+    {"cell": "repeat_kv", "old": "x.repeat_interleave(n_rep, dim=1)", "new": "x.repeat_interleave(n_rep, dim=-1)",
+     "exercise": "repeat_kv", "mistake": "copies along the wrong axis"},
     # The same mistake written inline in the module (its own repeat_kv is correct).
     {"cell": "GroupedQueryAttention",
      "old": "k, v = repeat_kv(k, self.n_rep), repeat_kv(v, self.n_rep)",
@@ -24,12 +27,21 @@ MISTAKES = [
     {"cell": "GroupedQueryAttention",
      "old": "            k, v = cache.update(k, v)  # (B, h_kv, Lk, d_k): every token so far",
      "new": "            cache.update(k, v)",
-     "exercise": "KVCache", "mistake": "new query attends only to itself"},
+     "exercise": "GroupedQueryAttention", "mistake": "new query attends only to itself"},
     # Every call rotates its tokens as if the sequence started there.
     {"cell": "GroupedQueryAttention",
      "old": "start = len(cache) if cache is not None else 0",
      "new": "start = 0",
-     "exercise": "KVCache", "mistake": "positions restarting at 0"},
+     "exercise": "GroupedQueryAttention", "mistake": "positions restarting at 0"},
+    # notebook 04's silent bug, in this module: the heads merged by a bare reshape
+    {"cell": "GroupedQueryAttention",
+     "old": "self.W_o(heads.transpose(1, 2).reshape(B, L, self.num_heads * self.d_k))",
+     "new": "self.W_o(heads.reshape(B, L, self.num_heads * self.d_k))",
+     "exercise": "GroupedQueryAttention", "mistake": "view without transpose"},
+    # update keeps the cache but hands back only the newest position
+    {"cell": "KVCache", "old": "        return self.k, self.v\n",
+     "new": "        return self.k[:, :, -k_new.shape[2]:], self.v[:, :, -v_new.shape[2]:]\n",
+     "exercise": "KVCache", "mistake": "update returns only the new keys and values"},
     # The concepts of notebook 02 and 03, inside the module (each named in GroupedQueryAttention only).
     {"cell": "GroupedQueryAttention", "old": "scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)",
      "new": "scores = q @ k.transpose(-2, -1)",
@@ -58,6 +70,21 @@ MISTAKES = [
      "exercise": "kv_cache_bytes", "mistake": "bytes without the factor 2 (K and V)"},
     {"cell": "kv_cache_bytes", "old": "return 2 * num_layers * batch_size", "new": "return 2 * batch_size",
      "exercise": "kv_cache_bytes", "mistake": "bytes without the layer count"},
+    {"cell": "GroupedQueryAttention", "old": "q, k = apply_rope(q, positions), apply_rope(k, positions)",
+     "new": "q, k, v = apply_rope(q, positions), k, apply_rope(v, positions)",
+     "exercise": "GroupedQueryAttention", "mistake": "RoPE applied to the values"},
+    {"cell": "GroupedQueryAttention",
+     "old": "            k, v = cache.update(k, v)  # (B, h_kv, Lk, d_k): every token so far\n"
+            "        k, v = repeat_kv(k, self.n_rep), repeat_kv(v, self.n_rep)  # (B, h, Lk, d_k)",
+     "new": "            k, v = cache.update(repeat_kv(k, self.n_rep), repeat_kv(v, self.n_rep))\n"
+            "        else:\n"
+            "            k, v = repeat_kv(k, self.n_rep), repeat_kv(v, self.n_rep)",
+     "exercise": "GroupedQueryAttention", "mistake": "repeated heads stored in the cache"},
+    {"cell": "KVCache", "old": "return 0 if self.k is None else self.k.shape[2]",
+     "new": "return 0 if self.k is None else self.k.shape[1]",
+     "exercise": "KVCache", "mistake": "len(cache) reads the wrong axis"},
+    {"cell": "KVCache", "old": "self.v = torch.cat([self.v, v_new], dim=2)", "new": "self.v = torch.cat([self.v, k_new], dim=2)",
+     "exercise": "KVCache", "mistake": "new keys appended to the value cache"},
 ]
 
 # Correct answers written differently: all applied together, they must keep full marks.
