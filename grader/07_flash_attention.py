@@ -76,6 +76,36 @@ NO_ROW_TERM = Mistake(
     BACKWARD,
 )
 
+BYTES_AS_ELEMENTS = Mistake(
+    "SRAM bytes counted as elements",
+    "sram_bytes is a size in bytes; the SRAM holds M = sram_bytes // element_bytes numbers, and the blocks are "
+    "sized from M. Counting bytes as elements makes the blocks element_bytes times too large",
+    IO,
+)
+D_WITHOUT_O = Mistake(
+    "D without the output",
+    "the row term is D_i = rowsum(dO_i ∘ O_i), the gradient flowing back through each row's normalisation; "
+    "rowsum(dO) alone leaves the output O out of the product",
+    BACKWARD,
+)
+BACKWARD_UNMASKED = Mistake(
+    "backward ignores the causal mask",
+    "the backward pass recomputes P from q, k and the saved logsumexp, and must mask the future there as the "
+    "forward did: with causal=True, keys j > i get P = 0, so they receive no gradient",
+    BACKWARD,
+)
+NOT_NORMALISED = Mistake(
+    "output not divided by the running sum",
+    "after the last key block each row's accumulator holds Σ exp(s - m)·v; the output is that divided by the "
+    "running sum l, acc / l, otherwise the weights do not sum to 1",
+    TILING,
+)
+LOCAL_COLS = Mistake(
+    "causal mask with tile-local key indices",
+    "inside a tile the key index must be the global one, k_start + j, to compare with the global query index: "
+    "counting keys from 0 in every tile leaves later blocks' future keys unmasked",
+    CAUSAL,
+)
 MAX_STARTS_AT_ZERO = Mistake(
     "running max started at 0, not -inf",
     "the running max m must start at -inf (no score seen yet), so that the first block sets it. Started at 0, it "
@@ -102,6 +132,12 @@ SCALED_BY_D = Mistake(
     "the scale is 1/sqrt(d), which keeps the scores' variance near 1 (notebook 02); 1/d shrinks them sqrt(d) "
     "times too far and flattens the softmax",
     TILING,
+)
+CAUSAL_DIAGONAL = Mistake(
+    "causal mask hides the diagonal",
+    "query i may see key i, itself: the mask forbids keys j > i, not j >= i. Hiding the diagonal takes every "
+    "query's own key away, and leaves query 0 with no key at all (0 / 0)",
+    CAUSAL,
 )
 CAUSAL_INVERTED = Mistake(
     "causal mask inverted",
@@ -181,7 +217,8 @@ def flash_variant(q, k, v, bq: int, bk: int, causal: bool = False, *, rescale_su
                   rescale_out: bool = True, stop: str = "q_end", full_k: bool = False, full_q: bool = False,
                   lse_max: bool = True, max_before_mask: bool = False, scale: float | None = None,
                   inverted: bool = False, max_start: float = NEG_INF,
-                  no_shift: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+                  no_shift: bool = False, diagonal_hidden: bool = False, no_divide: bool = False,
+                  local_cols: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """The blockwise algorithm with one of the catalogued mistakes switched on (zeros where a row is skipped).
 
     Float64 inside, except with `max_before_mask` and `no_shift`: those show only through float32's under- and
@@ -208,8 +245,9 @@ def flash_variant(q, k, v, bq: int, bk: int, causal: bool = False, *, rescale_su
             s = qb @ kd[..., ks:ke, :].transpose(-2, -1)
             block_max = s.amax(dim=-1)
             if causal:
-                cols = torch.arange(ks, ke)[None, :]
-                s = s.masked_fill(cols <= rows if inverted else cols > rows, NEG_INF)
+                cols = torch.arange(0, ke - ks)[None, :] if local_cols else torch.arange(ks, ke)[None, :]
+                s = s.masked_fill(cols <= rows if inverted else cols >= rows if diagonal_hidden else cols > rows,
+                                  NEG_INF)
             if no_shift:  # exp of the raw scores: no running max at all
                 p = torch.exp(s)
                 l = l + p.sum(dim=-1)
@@ -221,7 +259,7 @@ def flash_variant(q, k, v, bq: int, bk: int, causal: bool = False, *, rescale_su
             l = (alpha * l if rescale_sum else l) + p.sum(dim=-1)
             acc = (alpha[..., None] * acc if rescale_out else acc) + p @ vd[..., ks:ke, :]
             m = m_new
-        out[..., qs:qe, :] = acc / l[..., None]
+        out[..., qs:qe, :] = acc if no_divide else acc / l[..., None]
         lse[..., qs:qe] = (m + torch.log(l)) if lse_max and not no_shift else torch.log(l)
     return out.to(q.dtype), lse.to(q.dtype)
 
@@ -237,16 +275,21 @@ def reference_hbm_traffic(N: int, d: int, sram_bytes: int, element_bytes: int = 
     return standard, tiled
 
 
-def reference_grads(q, k, v, grad_out, causal: bool, *, row_term: bool = True):
-    """(dq, dk, dv) of sum(attention(q, k, v) * grad_out), in float64, cast back to q's dtype."""
+def reference_grads(q, k, v, grad_out, causal: bool, *, row_term: bool = True, d_without_o: bool = False,
+                    backward_unmasked: bool = False):
+    """(dq, dk, dv) of sum(attention(q, k, v) * grad_out), in float64, cast back to q's dtype. The switches give
+    the catalogued backward mistakes: no row term D, D = rowsum(dO) (O left out), and a backward that recomputes P
+    from the saved logsumexp without the causal mask."""
     qd, kd, vd = (t.detach().double() for t in (q, k, v))
     g = grad_out.detach().double()
     s = scaled_scores(qd, kd, causal)
     p = torch.softmax(s, dim=-1)
     o = p @ vd
+    if backward_unmasked:
+        p = torch.exp(scaled_scores(qd, kd, False) - torch.logsumexp(s, dim=-1, keepdim=True))
     dv = p.transpose(-2, -1) @ g
     dp = g @ vd.transpose(-2, -1)
-    D = (g * o).sum(dim=-1, keepdim=True) if row_term else 0.0
+    D = (g * (1.0 if d_without_o else o)).sum(dim=-1, keepdim=True) if row_term else 0.0
     ds = p * (dp - D) / math.sqrt(qd.shape[-1])
     dq, dk = ds @ kd, ds.transpose(-2, -1) @ qd
     return tuple(t.to(q.dtype) for t in (dq, dk, dv))
@@ -292,6 +335,10 @@ def _flash_mistakes(actual: Any, q, k, v, bq, bk, causal, part: int) -> dict[Mis
         wrong[CAUSAL_OFF_BY_ONE] = _nearest(actual, [run(stop="q_start"), run(stop="q_end-1")])
         wrong[MAX_BEFORE_MASK] = run(max_before_mask=True)
         wrong[CAUSAL_INVERTED] = _nearest(actual, [run(inverted=True), run(inverted=True, stop="all")])
+        wrong[CAUSAL_DIAGONAL] = run(diagonal_hidden=True)
+        wrong[LOCAL_COLS] = run(local_cols=True)
+    if part == 0:
+        wrong[NOT_NORMALISED] = run(no_divide=True)
     if part == 1:
         wrong[LSE_NO_MAX] = run(lse_max=False)
     found = {m: t for m, t in ((m, _undefined_rows_as(actual, t)) for m, t in wrong.items()) if t is not None}
@@ -514,8 +561,10 @@ def test_hbm_traffic(check, refs, hbm_traffic):
             check.true(standard == expected[0], f"standard = {standard} is not the model's count of elements read "
                        "and written (Q, K read; S written, read; P written, read with V; O written).")
             floor = reference_hbm_traffic(N, d, sram, eb or 4, ceil=False)[1]
+            as_elements = reference_hbm_traffic(N, d, sram * (eb or 4), eb or 4)[1]  # M = sram_bytes elements
             check.true(tiled == expected[1], f"tiled = {tiled} is not the model's count for these sizes.",
-                       TAIL_DROPPED if tiled == floor != expected[1] else None)
+                       TAIL_DROPPED if tiled == floor != expected[1] else
+                       BYTES_AS_ELEMENTS if tiled == as_elements != expected[1] else None)
     with check("grows like N^2 d^2 / M: doubling N quadruples the tiled traffic's N^2 part, doubling M halves it"):
         base = hbm_traffic(8192, 64, 2**17)[1] - 2 * 8192 * 64 - 8192  # 2Nd * T_r: K and V, once per query block
         check.true(hbm_traffic(16384, 64, 2**17)[1] - 2 * 16384 * 64 - 16384 == 4 * base,
@@ -559,10 +608,14 @@ def _test_FlashAttentionFunction(check, refs, FlashAttentionFunction):
             grad = torch.randn_like(out)
             out.backward(grad)
             expected = reference_grads(q, k, v, grad, causal)
-            wrong = reference_grads(q, k, v, grad, causal, row_term=False)
-            for name, t, e, w in zip(("dq", "dk", "dv"), (q, k, v), expected, wrong):
+            wrong = {NO_ROW_TERM: reference_grads(q, k, v, grad, causal, row_term=False),
+                     D_WITHOUT_O: reference_grads(q, k, v, grad, causal, d_without_o=True)}
+            if causal:
+                wrong[BACKWARD_UNMASKED] = reference_grads(q, k, v, grad, causal, backward_unmasked=True)
+            for i, (name, t, e) in enumerate(zip(("dq", "dk", "dv"), (q, k, v), expected)):
                 check.true(t.grad is not None, f"{name} is None: backward must return a gradient for q, k and v.")
-                check.close(t.grad, e, name, lambda: {NO_ROW_TERM: w}, atol=1e-4, rtol=1e-3)
+                check.close(t.grad, e, name, {m: w[i] for m, w in wrong.items() if not torch.equal(w[i], e)},
+                            atol=1e-4, rtol=1e-3)
     with check("backward recomputes blockwise: peak memory at Lq = Lk = 4096 (blocks of 512)", weight=2):
         N, d = 4096, 16
         q, k, v = (torch.randn(1, N, d).requires_grad_() for _ in range(3))

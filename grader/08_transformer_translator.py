@@ -62,6 +62,25 @@ CROSS_FROM_DECODER = Mistake(
     "self-attention that never reads the source sentence",
     DECODER,
 )
+NO_RESIDUAL = Mistake(
+    "residual connection missing",
+    "every sublayer's output is added to its input, x + sublayer(...): without the addition the layer replaces "
+    "the residual stream instead of adding to it, and what the earlier sublayers computed is lost",
+    ENCODER,
+)
+CROSS_UNMASKED = Mistake(
+    "source padding not masked in cross-attention",
+    "cross-attention must not read the source's padding: pass src_mask, cross_attn(h, memory, memory, src_mask), "
+    "so the padded source positions get no weight",
+    DECODER,
+)
+CROSS_SWAPPED = Mistake(
+    "cross-attention arguments swapped",
+    "the queries came from memory and the keys and values from the decoder; the decoder asks and the source "
+    "answers: cross_attn(h, memory, memory, src_mask). Swapped, the output has the source's length, which only "
+    "runs when the two sentences are equally long",
+    DECODER,
+)
 RESIDUAL_NORMED = Mistake(
     "residual around the wrong sublayer",
     "in a pre-norm layer the residual adds the sublayer's output to x itself: x + sublayer(norm(x)). "
@@ -107,6 +126,12 @@ CACHE_NOT_ADVANCED = Mistake(
     "with use_cache=True the same cache must be passed to every step, each time with only the newest token "
     "(ys[:, -1:]): a fresh cache per step, or feeding the first token again, makes each step forget the "
     "tokens before it",
+    GREEDY,
+)
+WHOLE_PREFIX = Mistake(
+    "whole prefix fed with the cache",
+    "with a cache, each step feeds only the newest token, ys[:, -1:]: the cache already holds the earlier "
+    "positions, so feeding all of ys stores them again and gives every later token the wrong position and context",
     GREEDY,
 )
 NO_STOP = Mistake(
@@ -165,15 +190,25 @@ def _ffn(p, x):
     return _lin(p, "linear2", F.relu(_lin(p, "linear1", x)))
 
 
+def _normed_residual(mistake, i):
+    """Whether sublayer i adds its output to norm(x) (the mistake "residual": every sublayer; "residual:i": one)."""
+    return mistake == "residual" or mistake == f"residual:{i}"
+
+
+def _kept(mistake, i, x):
+    """What sublayer i adds its output to: x, or nothing at all (the mistake "no_residual:i")."""
+    return 0.0 if mistake == f"no_residual:{i}" else x
+
+
 def reference_encoder_layer(p, x, mask, h, norm_first=True, mistake=None):
     attn_mask = None if mistake == "mask_ignored" else mask
     if norm_first:
         n = _ln(p, "norm1", x)
-        x = (n if mistake == "residual" else x) + _mha(p, "self_attn", n, n, n, attn_mask, h)
+        x = (n if _normed_residual(mistake, 0) else _kept(mistake, 0, x)) + _mha(p, "self_attn", n, n, n, attn_mask, h)
         n = _ln(p, "norm2", x)
-        return (n if mistake == "residual" else x) + _ffn(p, n)
-    x = _ln(p, "norm1", x + _mha(p, "self_attn", x, x, x, attn_mask, h))
-    return _ln(p, "norm2", x + _ffn(p, x))
+        return (n if _normed_residual(mistake, 1) else _kept(mistake, 1, x)) + _ffn(p, n)
+    x = _ln(p, "norm1", _kept(mistake, 0, x) + _mha(p, "self_attn", x, x, x, attn_mask, h))
+    return _ln(p, "norm2", _kept(mistake, 1, x) + _ffn(p, x))
 
 
 def reference_decoder_layer(p, x, memory, tgt_mask, src_mask, h, norm_first=True, mistake=None):
@@ -182,18 +217,22 @@ def reference_decoder_layer(p, x, memory, tgt_mask, src_mask, h, norm_first=True
     def cross(q):
         if mistake == "cross_from_decoder":
             return _mha(p, "cross_attn", q, q, q, None, h)
+        if mistake == "cross_swapped":  # the source asks, the decoder answers (runs only where Ls == Lt)
+            return _mha(p, "cross_attn", memory, q, q, None, h)
+        if mistake == "cross_unmasked":
+            return _mha(p, "cross_attn", q, memory, memory, None, h)
         return _mha(p, "cross_attn", q, memory, memory, src_mask, h)
 
     if norm_first:
         n = _ln(p, "norm1", x)
-        x = (n if mistake == "residual" else x) + _mha(p, "self_attn", n, n, n, self_mask, h)
+        x = (n if _normed_residual(mistake, 0) else _kept(mistake, 0, x)) + _mha(p, "self_attn", n, n, n, self_mask, h)
         n = _ln(p, "norm2", x)
-        x = (n if mistake == "residual" else x) + cross(n)
+        x = (n if _normed_residual(mistake, 1) else _kept(mistake, 1, x)) + cross(n)
         n = _ln(p, "norm3", x)
-        return (n if mistake == "residual" else x) + _ffn(p, n)
-    x = _ln(p, "norm1", x + _mha(p, "self_attn", x, x, x, self_mask, h))
-    x = _ln(p, "norm2", x + cross(x))
-    return _ln(p, "norm3", x + _ffn(p, x))
+        return (n if _normed_residual(mistake, 2) else _kept(mistake, 2, x)) + _ffn(p, n)
+    x = _ln(p, "norm1", _kept(mistake, 0, x) + _mha(p, "self_attn", x, x, x, self_mask, h))
+    x = _ln(p, "norm2", _kept(mistake, 1, x) + cross(x))
+    return _ln(p, "norm3", _kept(mistake, 2, x) + _ffn(p, x))
 
 
 def _mha_kv(p, prefix, query, k, v, mask, h):
@@ -291,10 +330,12 @@ def reference_greedy(model, src, max_len, mistake=None):
     for _ in range(max_len):
         if mistake == "cache_not_advanced":
             logits = model.decode(ys[:, -1:], memory, src_mask, model.new_cache())
+        elif mistake == "whole_prefix":
+            logits = model.decode(ys, memory, src_mask, cache)
         else:
             logits = model.decode(ys[:, -1:], memory, src_mask, cache)
         nxt = logits[:, -1].argmax(-1)
-        if mistake != "no_stop":
+        if mistake not in ("no_stop", "no_pad"):
             nxt = nxt.masked_fill(done, model.pad_id)
         ys = torch.cat([ys, nxt[:, None]], dim=1)
         done |= nxt == model.eos_id
@@ -484,11 +525,23 @@ def test_decoder_mask(check, refs, decoder_mask):
         check.true(torch.equal(tgt, before), "decoder_mask changed its tgt argument: build a new tensor instead.")
 
 
-def _encoder_mistakes(p, x, mask, h, norm_first):
+def _nearest(actual, variants):
+    """The variant `actual` reproduces, else the first (one catalogue entry standing for several forms)."""
+    if isinstance(actual, torch.Tensor):
+        for v in variants:
+            if v.shape == actual.shape and torch.allclose(actual.detach(), v, atol=1e-4):
+                return v
+    return variants[0]
+
+
+def _encoder_mistakes(p, x, mask, h, norm_first, actual=None):
+    residual = [reference_encoder_layer(p, x, mask, h, norm_first, m) for m in ("residual", "residual:0", "residual:1")]
     return {
-        RESIDUAL_NORMED: reference_encoder_layer(p, x, mask, h, norm_first, "residual") if norm_first else None,
+        RESIDUAL_NORMED: _nearest(actual, residual) if norm_first else None,
         NORM_MISMATCH: reference_encoder_layer(p, x, mask, h, not norm_first),
         MASK_IGNORED: reference_encoder_layer(p, x, mask, h, norm_first, "mask_ignored"),
+        NO_RESIDUAL: _nearest(actual, [reference_encoder_layer(p, x, mask, h, norm_first, f"no_residual:{i}")
+                                       for i in (0, 1)]),
     }
 
 
@@ -505,7 +558,7 @@ def test_encoder_layer(check, refs, EncoderLayer):
         with torch.no_grad():
             out = layer(x, mask)
         check.close(out, refs[f"enc.out.{int(norm_first)}"], "EncoderLayer output (hidden input)",
-                    mistakes=_drop_none(_encoder_mistakes(p, x, mask, h, norm_first)), atol=1e-4)
+                    mistakes=_drop_none(_encoder_mistakes(p, x, mask, h, norm_first, out)), atol=1e-4)
     with check("equals torch.nn.TransformerEncoderLayer with the same weights on fresh inputs", weight=2):
         layer, norm_first = _layer(EncoderLayer, p, decoder=False)
         reference = to_torch_layer(p, LAYER["d_model"], h, LAYER["d_ff"], norm_first)
@@ -515,7 +568,7 @@ def test_encoder_layer(check, refs, EncoderLayer):
             out = layer(x, mask)
             want = reference(x, src_mask=_torch_mask(mask.expand(3, 1, 9, 9), h))
         check.close(out, want, "EncoderLayer output vs PyTorch's", atol=1e-4,
-                    mistakes=_drop_none(_encoder_mistakes(p, x, mask, h, norm_first)))
+                    mistakes=_drop_none(_encoder_mistakes(p, x, mask, h, norm_first, out)))
     with check("dropout is off in eval mode: EncoderLayer(..., dropout=0.5).eval() is deterministic"):
         layer = _build(EncoderLayer, "EncoderLayer", LAYER["d_model"], h, LAYER["d_ff"], 0.5).eval()
         load_weights(layer, p, ENC_NEEDS)
@@ -532,14 +585,18 @@ def test_encoder_layer(check, refs, EncoderLayer):
         check.true(torch.equal(x, before), "EncoderLayer changed x in place (x += ...): write x = x + ... instead.")
 
 
-def _decoder_mistakes(p, x, memory, tgt_mask, src_mask, h, norm_first):
+def _decoder_mistakes(p, x, memory, tgt_mask, src_mask, h, norm_first, actual=None):
+    args = (p, x, memory, tgt_mask, src_mask, h, norm_first)
+    residual = [reference_decoder_layer(*args, m) for m in ("residual", "residual:0", "residual:1", "residual:2")]
     return _drop_none({
         DECODER_NO_MASK: reference_decoder_layer(p, x, memory, tgt_mask, src_mask, h, norm_first, "no_mask"),
         CROSS_FROM_DECODER: reference_decoder_layer(p, x, memory, tgt_mask, src_mask, h, norm_first,
                                                     "cross_from_decoder"),
-        RESIDUAL_NORMED: (reference_decoder_layer(p, x, memory, tgt_mask, src_mask, h, norm_first, "residual")
-                          if norm_first else None),
+        CROSS_SWAPPED: (reference_decoder_layer(*args, "cross_swapped") if x.shape[1] == memory.shape[1] else None),
+        RESIDUAL_NORMED: _nearest(actual, residual) if norm_first else None,
         NORM_MISMATCH: reference_decoder_layer(p, x, memory, tgt_mask, src_mask, h, not norm_first),
+        NO_RESIDUAL: _nearest(actual, [reference_decoder_layer(*args, f"no_residual:{i}") for i in (0, 1, 2)]),
+        CROSS_UNMASKED: reference_decoder_layer(*args, "cross_unmasked") if src_mask is not None else None,
     })
 
 
@@ -552,7 +609,7 @@ def test_decoder_layer(check, refs, DecoderLayer, LayerCache):
         with torch.no_grad():
             out = layer(*args)
         check.close(out, refs[f"dec.out.{int(norm_first)}"], "DecoderLayer output (hidden input)", atol=1e-4,
-                    mistakes=_decoder_mistakes(p, *args, h, norm_first))
+                    mistakes=_decoder_mistakes(p, *args, h, norm_first, out))
     with check("equals torch.nn.TransformerDecoderLayer with the same weights (no source padding)", weight=2):
         layer, norm_first = _layer(DecoderLayer, p, decoder=True)
         reference = to_torch_layer(p, d, h, LAYER["d_ff"], norm_first, decoder=True)
@@ -562,7 +619,16 @@ def test_decoder_layer(check, refs, DecoderLayer, LayerCache):
             out = layer(x, memory, tgt_mask, None)
             want = reference(x, memory, tgt_mask=_torch_mask(tgt_mask, h))
         check.close(out, want, "DecoderLayer output vs PyTorch's", atol=1e-4,
-                    mistakes=_decoder_mistakes(p, x, memory, tgt_mask, None, h, norm_first))
+                    mistakes=_decoder_mistakes(p, x, memory, tgt_mask, None, h, norm_first, out))
+    with check("cross-attention: the decoder asks, the source answers (Ls = Lt, so swapped arguments would run)"):
+        layer, norm_first = _layer(DecoderLayer, p, decoder=True)
+        x, memory = torch.randn(2, 5, d), torch.randn(2, 5, d)
+        tgt_mask = torch.ones(5, 5, dtype=torch.bool).tril()[None, None]
+        with torch.no_grad():
+            out = layer(x, memory, tgt_mask, None)
+        check.close(out, reference_decoder_layer(p, x, memory, tgt_mask, None, h, norm_first),
+                    "DecoderLayer output with a source as long as the target", atol=1e-4,
+                    mistakes=_decoder_mistakes(p, x, memory, tgt_mask, None, h, norm_first, out))
     with check("with a cache, one position at a time equals the full causal pass", weight=2):
         layer, norm_first = _layer(DecoderLayer, p, decoder=True)
         x, memory = torch.randn(2, 5, d), torch.randn(2, 4, d)
@@ -627,6 +693,23 @@ def _tokens(result, what):
     return result
 
 
+def _no_stop(actual, local, src, max_len):
+    """Rows that go on after <eos>: to max_len, or until every row has ended (nothing padded after <eos>)."""
+    variants = [reference_greedy(local, src, max_len, m) for m in ("no_stop", "no_pad")]
+    for v in variants:
+        if isinstance(actual, torch.Tensor) and v.shape == actual.shape and torch.equal(actual.detach(), v):
+            return v
+    return variants[0]
+
+
+def _whole_prefix(local, src, max_len):
+    """{WHOLE_PREFIX: its tokens}, or nothing where the duplicated positions outgrow the model's max_len."""
+    try:
+        return {WHOLE_PREFIX: reference_greedy(local, src, max_len, "whole_prefix")}
+    except ValueError:
+        return {}
+
+
 def test_greedy_decode(check, refs, greedy_decode, Translator_):
     src = refs["greedy.src"]
     with check("with the cache: the stored tokens for a hidden batch (6 sentences, a hidden model)", weight=2):
@@ -634,12 +717,13 @@ def test_greedy_decode(check, refs, greedy_decode, Translator_):
         got = _tokens(greedy_decode(model, src, 12, use_cache=True), "greedy_decode")
         check.close(got, refs["greedy.out"], "greedy_decode(model, src, 12)", mistakes={
             CACHE_NOT_ADVANCED: reference_greedy(local, src, 12, "cache_not_advanced"),
-            NO_STOP: reference_greedy(local, src, 12, "no_stop")})
+            **_whole_prefix(local, src, 12),
+            NO_STOP: _no_stop(got, local, src, 12)})
     with check("without the cache: the same tokens"):
         model, local = _worker_model(Translator_, refs)
         got = _tokens(greedy_decode(model, src, 12, use_cache=False), "greedy_decode(..., use_cache=False)")
         check.close(got, refs["greedy.out"], "greedy_decode(model, src, 12, use_cache=False)",
-                    mistakes={NO_STOP: reference_greedy(local, src, 12, "no_stop")})
+                    mistakes={NO_STOP: _no_stop(got, local, src, 12)})
     with check("fresh sources, max_len 3 and 20: cached equals uncached equals the reference", weight=2):
         model, local = _worker_model(Translator_, refs)
         g = torch.Generator().manual_seed(int(torch.randint(0, 2**31 - 1, (1,))))
@@ -649,9 +733,10 @@ def test_greedy_decode(check, refs, greedy_decode, Translator_):
                 want = reference_greedy(local, fresh, max_len)
                 for use_cache in (True, False):
                     got = _tokens(greedy_decode(model, fresh, max_len, use_cache=use_cache), "greedy_decode")
-                    wrong = {NO_STOP: reference_greedy(local, fresh, max_len, "no_stop")}
+                    wrong = {NO_STOP: _no_stop(got, local, fresh, max_len)}
                     if use_cache:  # a cache that is never advanced shows only where the cache is used
                         wrong[CACHE_NOT_ADVANCED] = reference_greedy(local, fresh, max_len, "cache_not_advanced")
+                        wrong.update(_whole_prefix(local, fresh, max_len))
                     check.close(got, want, f"greedy_decode(model, src, {max_len}, use_cache={use_cache})",
                                 mistakes=wrong)
     with check("leaves src unchanged"):

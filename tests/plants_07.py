@@ -82,6 +82,10 @@ MISTAKES = [
     {"cell": "flash_attention", "old": 's = s.masked_fill(cols > rows, float("-inf"))',
      "new": 's = s.masked_fill(cols <= rows, float("-inf"))',
      "exercise": "flash_attention", "mistake": "causal mask inverted"},
+    # the diagonal hidden too, written as a strict comparison the other way round
+    {"cell": "flash_attention", "old": 's = s.masked_fill(cols > rows, float("-inf"))',
+     "new": 's = s.masked_fill(~(rows > cols), float("-inf"))',
+     "exercise": "flash_attention", "mistake": "causal mask hides the diagonal"},
     # The same max-start mistake inside the Triton kernel.
     {"cell": "flash_attention_triton", "old": 'm = tl.full([BLOCK_M], float("-inf"), tl.float32)',
      "new": "m = tl.zeros([BLOCK_M], tl.float32)",
@@ -95,6 +99,19 @@ MISTAKES = [
     {"cell": "flash_attention_triton", "old": "acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)",
      "new": "acc = acc + tl.dot(p.to(v.dtype), v)",
      "exercise": "flash_attention_triton", "mistake": "sum rescaled but output not"},
+    {"cell": "flash_attention", "old": "out[..., q_start:q_end, :] = acc / l[..., None]",
+     "new": "out[..., q_start:q_end, :] = acc * 1.0",
+     "exercise": "flash_attention", "mistake": "output not divided by the running sum"},
+    {"cell": "flash_attention", "old": "cols = torch.arange(k_start, k_end, device=q.device)[None, :]",
+     "new": "cols = torch.arange(k_end - k_start, device=q.device)[None, :]",
+     "exercise": "flash_attention", "mistake": "causal mask with tile-local key indices"},
+    {"cell": "hbm_traffic", "old": "M = sram_bytes // element_bytes", "new": "M = sram_bytes",
+     "exercise": "hbm_traffic", "mistake": "SRAM bytes counted as elements"},
+    {"cell": "FlashAttentionFunction", "old": "D = (grad_output * out).sum(dim=-1)", "new": "D = grad_output.sum(dim=-1)",
+     "exercise": "FlashAttentionFunction", "mistake": "D without the output"},
+    {"cell": "FlashAttentionFunction", "old": "bq, bk, causal = ctx.block_size_q, ctx.block_size_k, ctx.causal",
+     "new": "bq, bk, causal = ctx.block_size_q, ctx.block_size_k, False",
+     "exercise": "FlashAttentionFunction", "mistake": "backward ignores the causal mask"},
 ]
 
 # Correct answers written differently: all applied together, they must keep full marks.

@@ -36,6 +36,9 @@ MISTAKES = [
      "exercise": "DecoderLayer", "mistake": "causal mask missing in the decoder"},
     {"cell": "DecoderLayer", "old": "self.cross_attn(h, memory, memory, src_mask)", "new": "self.cross_attn(h, h, h)",
      "exercise": "DecoderLayer", "mistake": "cross-attention keys from the decoder"},
+    {"cell": "DecoderLayer", "old": "self.cross_attn(h, memory, memory, src_mask)",
+     "new": "self.cross_attn(memory, h, h)",
+     "exercise": "DecoderLayer", "mistake": "cross-attention arguments swapped"},
     # The decoder layer's cache: not advanced, the source projected at every step, every position re-projected.
     {"cell": "DecoderLayer", "old": "k, v = cache.self_attn.update(*project_kv(self.self_attn, h))",
      "new": "k, v = project_kv(self.self_attn, h)",
@@ -72,6 +75,14 @@ MISTAKES = [
      "exercise": "beam_search", "mistake": "length penalty inverted"},
     {"cell": "beam_search", "old": "return log_prob / length ** length_penalty", "new": "return log_prob",
      "exercise": "beam_search", "mistake": "length penalty ignored"},
+    {"cell": "greedy_decode", "old": "model.decode(ys[:, -1:], memory, src_mask, cache)",
+     "new": "model.decode(ys[:, 0:], memory, src_mask, cache)",
+     "exercise": "greedy_decode", "mistake": "whole prefix fed with the cache"},
+    {"cell": "DecoderLayer", "old": "return x + self.dropout(self.linear2(", "new": "return 0 * x + self.dropout(self.linear2(",
+     "exercise": "DecoderLayer", "mistake": "residual connection missing"},
+    {"cell": "DecoderLayer", "old": "a = self.cross_attn(h, memory, memory, src_mask)[0]",
+     "new": "a = self.cross_attn(h, memory, memory, None)[0]",
+     "exercise": "DecoderLayer", "mistake": "source padding not masked in cross-attention"},
 ]
 
 # Mistakes outside the catalogue: grading must lose points, name no catalogued mistake, and give the generic
