@@ -1,4 +1,5 @@
-"""Measure how well grading explains mistakes nobody catalogued: the blind plants of tests/blind_plants.py.
+"""Measure how well grading explains mistakes nobody catalogued: the plants of tests/blind_plants.py (--set blind)
+and tests/blind_plants_heldout.py (--set heldout).
 
 Each plant is written into a copy of its solution notebook in a temporary folder and graded with
 `attn check --json`. The exercise it targets is then classified, best first:
@@ -18,6 +19,7 @@ on the unchanged solution. A plant whose `old` no longer occurs exactly once in 
     .venv/bin/python tests/measure_feedback.py --notebook 03   # one notebook (repeat for more)
     .venv/bin/python tests/measure_feedback.py --json          # machine-readable
     .venv/bin/python tests/measure_feedback.py --quick         # only the plants marked "quick": True
+    .venv/bin/python tests/measure_feedback.py --set heldout   # the second set (--set set3: the third)
     .venv/bin/python tests/measure_feedback.py --from-json F   # the tables of a measurement saved with --json
 """
 
@@ -45,17 +47,25 @@ CLASSES = ["named", "misnamed", "pointed", "counts-only", "not caught"]
 UNMEASURED = ["anchor not found", "error"]
 
 
-def load_plants() -> list[dict]:
-    path = Path(__file__).resolve().parent / "blind_plants.py"
-    spec = importlib.util.spec_from_file_location("blind_plants", path)
+SETS = {"blind": "blind_plants.py", "heldout": "blind_plants_heldout.py", "set3": "blind_plants_set3.py"}
+
+
+def load_plants(which: str = "blind") -> list[dict]:
+    """The plants of one set, each written by someone who had not read the catalogue: "blind"
+    (tests/blind_plants.py, 2026-11-24) and "heldout" (tests/blind_plants_heldout.py, 2026-11-25), both measured
+    first and then used to improve the feedback, so no longer blind; "set3" (tests/blind_plants_set3.py,
+    2026-11-25, mistakes of kinds the first two sets do not have), measured after those changes."""
+    path = Path(__file__).resolve().parent / SETS[which]
+    spec = importlib.util.spec_from_file_location(f"plants_{which}", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.PLANTS
+    return [{**p, "set": which} for p in module.PLANTS]
 
 
 def plant_id(plant: dict, index: int) -> str:
-    return f"{plant['notebook'][:2]}.{index:02d} {plant['cell']}"
+    prefix = {"heldout": "h", "set3": "s"}.get(plant.get("set", ""), "")
+    return f"{prefix}{plant['notebook'][:2]}.{index:02d} {plant['cell']}"
 
 
 # A loaded machine (the course's tests run two gradings at a time on 2 shared cores) can push an exercise past
@@ -136,7 +146,7 @@ def cause_class(plant: dict, score: float, max_score: float, mistake: str | None
 
 def reclassify(records: list[dict]) -> None:
     """Classify saved records again with the plants as they are now (after a change of `names` or `points`)."""
-    plants = dict(select(load_plants(), None, quick=False))
+    plants = {pid: p for which in SETS for pid, p in select(load_plants(which), None, quick=False)}
     for record in records:
         plant = plants.get(record["id"])
         if plant and record["class"] in CLASSES:
@@ -283,6 +293,8 @@ def select(plants: list[dict], notebooks: list[str] | None, quick: bool) -> list
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--set", choices=sorted(SETS), default="blind",
+                        help="which plants: blind (tests/blind_plants.py, default), heldout or set3")
     parser.add_argument("--notebook", action="append", help="NN or NN_name; repeat for more (default: all)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
     parser.add_argument("--jobs", type=int, default=2, help="attn check runs at a time (default 2)")
@@ -298,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         reclassify(saved["records"])
         print_report(saved, summarise(saved["records"]))
         return 0
-    plants = select(load_plants(), args.notebook, args.quick)
+    plants = select(load_plants(args.set), args.notebook, args.quick)
     if args.plant:
         plants = [(pid, p) for pid, p in plants if any(pid.startswith(x) for x in args.plant)]
     if not plants:
