@@ -103,10 +103,6 @@ DIAGNOSED = [
     {"cell": "scaled_dot_product_attention", "old": "weights = torch.softmax(scores, dim=-1)",
      "new": "e = torch.exp(scores)\n    weights = e / e.sum(dim=-1, keepdim=True)",
      "exercise": "scaled_dot_product_attention", "diagnosis": "NaN in"},
-    # the mask is accepted but never passed on: only rows that may see every key come out right
-    {"cell": "SelfAttention", "old": "return scaled_dot_product_attention(q, k, v, mask)",
-     "new": "return scaled_dot_product_attention(q, k, v)",
-     "exercise": "SelfAttention", "diagnosis": "rows of your output are right"},
     # a head axis of size 1 added to the weights, "like multi-head attention"
     {"cell": "SelfAttention", "old": "return scaled_dot_product_attention(q, k, v, mask)",
      "new": "out, weights = scaled_dot_product_attention(q, k, v, mask)\n        return out, weights.unsqueeze(1)",
