@@ -175,3 +175,78 @@ def test_dtype_not_named_when_the_values_are_wrong_beyond_its_rounding():
     assert diagnose(off, e, rtol=1e-8, atol=1e-10) is None
     assert diagnose((e + 1e-2 * torch.randn_like(e)).half(), e, rtol=1e-8, atol=1e-10) is None
     assert diagnose(e.float().round(), e, rtol=1e-8, atol=1e-10) is None  # integers in a float dtype: not rounding
+
+
+# -- 2026-11-25: relations a learner's answer often has with the expected one, whatever the exercise -----------------
+@pytest.fixture
+def scores():
+    torch.manual_seed(1)
+    return torch.randn(2, 3, 5, 7) * 2
+
+
+def test_log_probabilities_where_probabilities_were_asked_for(scores):
+    weights = torch.softmax(scores, -1)
+    assert "logarithm of the expected" in diagnose(torch.log_softmax(scores, -1), weights)
+    assert "exponential of the expected" in diagnose(scores.exp(), scores)
+
+
+def test_softmax_applied_or_missing_is_named_with_its_axis(scores):
+    weights = torch.softmax(scores, -1)
+    assert "softmax (along the last axis) of the expected" in diagnose(weights, scores)
+    missing = diagnose(scores, weights)
+    assert "is missing" in missing and "scores before the softmax" in missing
+    # a shift per row does not change a softmax: scores minus their row max are still "the scores before it"
+    assert "scores before the softmax" in diagnose(scores - scores.amax(-1, keepdim=True), weights)
+
+
+def test_normalised_over_the_wrong_axis(scores):
+    message = diagnose(torch.softmax(scores, -2), torch.softmax(scores, -1))
+    assert "sums to 1 along the second-to-last axis (axis 2) instead of the last axis (axis 3)" in message
+
+
+def test_every_row_scaled_by_its_own_factor(scores):
+    weights = torch.softmax(scores, -1)
+    unnormalised = weights * torch.rand(2, 3, 5, 1).add(0.5)
+    assert "factor of its own" in diagnose(unnormalised, weights)
+    assert "factor of its own" not in (diagnose(weights * 3, weights) or "")  # one factor: "multiplied by 3"
+
+
+def test_an_axis_reduced_away_is_named_with_its_position(x):
+    assert "summed over axis 1 (size 4)" in diagnose(x.sum(1), x)
+    assert "averaged over axis 0 (size 2)" in diagnose(x.mean(0), x)
+    assert "first entry of axis 2" in diagnose(x[:, :, 0], x)
+
+
+def test_a_missing_size_1_axis_is_named_by_its_position():
+    torch.manual_seed(2)
+    m = torch.randn(3, 1, 7, 7)
+    assert "size 1 at position 1 of the expected shape is missing" in diagnose(m[:, 0], m)
+    assert "extra axis of size 1 at position 0" in diagnose(m[None], m)
+
+
+def test_pieces_added_where_they_should_be_concatenated(x):
+    merged = x.transpose(1, 2).reshape(2, 6, 32)  # (B, L, h * d) from (B, h, L, d)
+    summed = x.sum(1)  # (B, L, d): the heads added instead of put side by side
+    assert "4 pieces of size 8 along axis 2 added together" in diagnose(summed, merged)
+    assert "averaged" in diagnose(x.mean(1), merged)
+
+
+def test_the_new_relations_stay_silent_on_unrelated_answers(scores):
+    torch.manual_seed(3)
+    weights = torch.softmax(scores, -1)
+    for wrong in (torch.rand_like(weights), torch.softmax(torch.randn_like(scores), -1), weights.flip(-1) * 0.9 + 0.01):
+        message = diagnose(wrong, weights) or ""
+        assert not any(w in message for w in ("logarithm", "softmax", "wrong axis", "factor of its own")), message
+    assert diagnose(torch.randn(2, 6, 8), torch.randn(2, 6, 32)) is None
+
+
+def test_a_wrong_count_is_explained_in_the_exercises_own_quantities():
+    from utils.diagnose import count_diagnosis
+    N, d = 1024, 64
+    terms = {"N·d": N * d, "N": N}
+    assert "short by exactly N (= 1024)" in count_diagnosis(5000 - N, 5000, terms)
+    assert "over by exactly 2 × N·d" in count_diagnosis(5000 + 2 * N * d, 5000, terms)
+    assert "exactly 1/2 times the expected" in count_diagnosis(2500, 5000, {})
+    assert count_diagnosis(5000, 5000, terms) is None
+    assert count_diagnosis(4999, 5000, terms) is None  # nothing explains an odd difference
+    assert count_diagnosis(2.5, 5000, terms) is None  # not a whole number: the type check says so

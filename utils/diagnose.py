@@ -2,9 +2,11 @@
 
 `diagnose(actual, expected)` is tried by `Checker.close` when an output is wrong and no catalogued mistake of the
 exercise matches. It knows nothing about the exercise: it asks whether the answer is the expected tensor with axes
-swapped, permuted along one axis, scaled or shifted by a constant, right on some rows only, of the wrong dtype or
-shape but with the right values (up to the coarser dtype's rounding), or non-finite where the expected is finite. It
-answers with one sentence that says where to look, or None.
+swapped, permuted along one axis, scaled or shifted by a constant, its logarithm or exponential, its softmax (or the
+scores before it), normalised along another axis, scaled row by row, right on some rows only, of the wrong dtype or
+shape but with the right values (up to the coarser dtype's rounding), reduced over one of its axes, its pieces
+added instead of concatenated, or non-finite where the expected is finite. It answers with one sentence that says
+where to look, or None.
 
 A wrong name is worse than none: a diagnosis is returned only when it explains *every* entry of the answer within
 the comparison's tolerance, on tensors large enough that a coincidence is unlikely. It never quotes an expected value
@@ -15,10 +17,12 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Mapping
+from fractions import Fraction
 
 import torch
 
-__all__ = ["diagnose"]
+__all__ = ["count_diagnosis", "diagnose"]
 
 _MIN_ENTRIES = 4  # below this, too many transformations coincide to name one
 _MAX_ENTRIES = 1 << 21  # above this, diagnosing costs more than it tells (memory checks use huge tensors)
@@ -55,15 +59,18 @@ def diagnose(actual: torch.Tensor, expected: torch.Tensor, *, rtol: float = 1e-4
                 f".to() left out.")
     if _is_degenerate(ed):
         return None
-    for message in (_transposed(ad, ed, close), _permuted(ad, ed, close), _scaled(ad, ed, close),
-                    _shifted(ad, ed, close, atol), _some_rows(ad, ed, rtol, atol)):
+    for test in (lambda: _transposed(ad, ed, close), lambda: _permuted(ad, ed, close), lambda: _scaled(ad, ed, close),
+                 lambda: _shifted(ad, ed, close, atol), lambda: _log_or_exp(ad, ed, close),
+                 lambda: _softmax_related(ad, ed, close), lambda: _normalised_elsewhere(ad, ed),
+                 lambda: _rows_scaled(ad, ed, close), lambda: _some_rows(ad, ed, rtol, atol)):
+        message = test()
         if message:
             return message
     return None
 
 
 # -- shapes ---------------------------------------------------------------------------------------------------------
-def _diagnose_shape(ad: torch.Tensor, ed: torch.Tensor, close) -> str | None:
+def _diagnose_shape(ad: torch.Tensor, ed: torch.Tensor, close, masks: bool = False) -> str | None:
     got, want = tuple(ad.shape), tuple(ed.shape)
     if ad.numel() == ed.numel() and ed.ndim <= 5:
         for perm in itertools.permutations(range(ed.ndim)):
@@ -74,8 +81,8 @@ def _diagnose_shape(ad: torch.Tensor, ed: torch.Tensor, close) -> str | None:
                         f"that is missing or in the wrong place, or a view/reshape where the axes had to be moved.")
         if close(ad.reshape(want), ed):
             if [d for d in got if d != 1] == [d for d in want if d != 1]:
-                return (f"your values are right but the shape is {got} instead of {want}: a dimension of size 1 is "
-                        f"missing or extra (keepdim=True, unsqueeze or squeeze?).")
+                return (f"your values are right but the shape is {got} instead of {want}: {_unit_axes(got, want)} "
+                        f"(keepdim=True, unsqueeze or squeeze?).")
             return (f"your output has the expected values in the expected order but shape {got} instead of {want}: a "
                     f"view or reshape to the wrong shape.")
     try:
@@ -90,7 +97,81 @@ def _diagnose_shape(ad: torch.Tensor, ed: torch.Tensor, close) -> str | None:
     # entries are the likelier story (a first update stored twice, a start token kept).
     if broadcast and ad.ndim == ed.ndim and all(a == 1 for a, e in zip(got, want) if a != e):
         return message
-    return _extra_or_missing_edge(ad, ed, close) or (message if broadcast else None)
+    # A broadcast also explains an axis "taken at its first entry" where the expected tensor is constant along it,
+    # and says better what to do (expand, or keep the size-1 axis).
+    if masks:  # a mask's row or sum equals another row by chance too often for "reduced over an axis" to be news
+        return _extra_or_missing_edge(ad, ed, close) or (message if broadcast else None)
+    return (_extra_or_missing_edge(ad, ed, close) or (message if broadcast else None) or _reduced_axis(ad, ed, close)
+            or _pieces_added(ad, ed, close))
+
+
+def _unit_axes(got: tuple[int, ...], want: tuple[int, ...]) -> str:
+    """Which axes of size 1 are missing or extra, by position: 'the axis of size 1 at position 1 of the expected
+    shape is missing'. Shapes that equal each other once their 1s are dropped."""
+    def where(short: tuple[int, ...], long: tuple[int, ...]) -> list[int] | None:
+        positions, i = [], 0
+        for j, d in enumerate(long):
+            if i < len(short) and short[i] == d:
+                i += 1
+            elif d == 1:
+                positions.append(j)
+            else:
+                return None
+        return positions if i == len(short) else None
+
+    missing, extra = where(got, want), where(want, got)
+    if len(got) < len(want) and missing:
+        axes = ", ".join(map(str, missing))
+        return (f"the axis of size 1 at position{'s' if len(missing) > 1 else ''} {axes} of the expected shape is "
+                f"missing (an axis the result must keep, e.g. for heads or queries to broadcast over)")
+    if len(got) > len(want) and extra:
+        axes = ", ".join(map(str, extra))
+        return f"your output has an extra axis of size 1 at position{'s' if len(extra) > 1 else ''} {axes}"
+    return "a dimension of size 1 is missing or extra"
+
+
+def _reduced_axis(ad: torch.Tensor, ed: torch.Tensor, close) -> str | None:
+    """The answer lacks one axis of the expected tensor, and is that tensor summed, averaged, or taken at its first
+    or last entry along it: an axis reduced away (a sum over heads, a mean over the batch, x[0] where x was meant)."""
+    if ad.ndim != ed.ndim - 1:
+        return None
+    for axis in range(ed.ndim):
+        n = ed.shape[axis]
+        if n < 2 or tuple(ad.shape) != tuple(ed.shape[:axis] + ed.shape[axis + 1:]):
+            continue
+        for how, reduced in (("summed over", ed.sum(axis)), ("averaged over", ed.mean(axis)),
+                             ("taken at the first entry of", ed.select(axis, 0)),
+                             ("taken at the last entry of", ed.select(axis, -1))):
+            if ad.numel() >= _MIN_ENTRIES and close(ad, reduced):
+                return (f"your output is the expected one {how} axis {axis} (size {n}), so that axis is missing (shape "
+                        f"{tuple(ad.shape)}, expected {tuple(ed.shape)}): look for a sum, mean or index that removes "
+                        f"an axis the result must keep.")
+    return None
+
+
+def _pieces_added(ad: torch.Tensor, ed: torch.Tensor, close) -> str | None:
+    """One axis of the expected tensor is k times as long as the answer's, and the answer is the sum (or mean) of its
+    k pieces: pieces added (or averaged) where they should be concatenated, e.g. heads summed instead of merged."""
+    if ad.ndim != ed.ndim:
+        return None
+    differ = [i for i in range(ed.ndim) if ad.shape[i] != ed.shape[i]]
+    if len(differ) != 1:
+        return None
+    axis = differ[0]
+    m, n = ad.shape[axis], ed.shape[axis]
+    if m < 1 or n % m or n == m or ad.numel() < _MIN_ENTRIES:
+        return None
+    k = n // m
+    lead, tail = tuple(ed.shape[:axis]), tuple(ed.shape[axis + 1:])
+    side_by_side = ed.reshape(lead + (k, m) + tail)  # pieces [0:m], [m:2m], ...
+    interleaved = ed.reshape(lead + (m, k) + tail)  # entries i*k .. i*k+k-1 belong together
+    for pieces, dim in ((side_by_side, axis), (interleaved, axis + 1)):
+        for how, combined in (("added together", pieces.sum(dim)), ("averaged", pieces.mean(dim))):
+            if close(ad, combined):
+                return (f"your output is the expected one with the {k} pieces of size {m} along axis {axis} "
+                        f"{how} (shape {tuple(ad.shape)}, expected {tuple(ed.shape)}): pieces combined where they "
+                        f"should be concatenated side by side (torch.cat, or a reshape that merges two axes).")
+    return None
 
 
 def _extra_or_missing_edge(ad: torch.Tensor, ed: torch.Tensor, close) -> str | None:
@@ -258,6 +339,80 @@ def _shifted(ad, ed, close, atol) -> str | None:
             f"often or left out.")
 
 
+def _log_or_exp(ad, ed, close) -> str | None:
+    """The answer is log(expected) (log-probabilities where probabilities were asked for) or exp(expected)."""
+    if bool((ed > 0).all()) and close(ad, ed.log()):
+        return ("your output is the logarithm of the expected one: log-probabilities (a log-softmax, or the log of a "
+                "sum subtracted) where the probabilities themselves were asked for — divide by the sum instead, or "
+                "exponentiate.")
+    if bool((ed.abs() < 80).all()) and close(ad, ed.exp()):
+        return ("your output is the exponential of the expected one: an exp (or a softmax's numerator) applied to "
+                "values that should be returned as they are, or a log left out.")
+    return None
+
+
+def _softmax_related(ad, ed, close) -> str | None:
+    """The answer is the softmax of the expected tensor along some axis (a softmax applied once too often, weights
+    returned where scores were asked for), or the expected tensor is the softmax of the answer (the softmax, the
+    normalisation into weights, is missing: the scores are returned)."""
+    for dim in reversed(range(ed.ndim)):
+        if ed.shape[dim] < 2:
+            continue
+        axis = "the last axis" if dim == ed.ndim - 1 else f"axis {dim}"
+        if close(ad, torch.softmax(ed, dim)):
+            return (f"your output is the softmax (along {axis}) of the expected one: a softmax is applied where raw "
+                    f"scores (or an already normalised result) should be returned.")
+        if bool(torch.isfinite(ad).all()) and _sums_to_one(ed, dim) and close(torch.softmax(ad, dim), ed):
+            return (f"your output gives the expected one after a softmax along {axis}: it is the scores before the "
+                    f"softmax. The normalisation into weights that sum to 1 (the softmax) is missing.")
+    return None
+
+
+def _sums_to_one(t: torch.Tensor, dim: int) -> bool:
+    return bool((t >= 0).all()) and bool(torch.isclose(t.sum(dim), torch.ones((), dtype=t.dtype), atol=1e-4, rtol=0).all())
+
+
+def _normalised_elsewhere(ad, ed) -> str | None:
+    """The expected tensor is a distribution along one axis (non-negative, sums to 1), the answer is one along
+    another axis and not along that one: the softmax or the normalisation runs over the wrong axis."""
+    right = [d for d in range(ed.ndim) if ed.shape[d] > 1 and _sums_to_one(ed, d)]
+    if len(right) != 1:
+        return None
+    want = right[0]
+    if _sums_to_one(ad, want):
+        return None
+    other = [d for d in range(ad.ndim) if d != want and ad.shape[d] > 1 and _sums_to_one(ad, d)]
+    if not other:
+        return None
+    name = {ed.ndim - 1: "the last axis", ed.ndim - 2: "the second-to-last axis"}
+    return (f"your output sums to 1 along {name.get(other[0], f'axis {other[0]}')} (axis {other[0]}) instead of "
+            f"{name.get(want, f'axis {want}')} (axis {want}): the softmax or normalisation runs over the wrong axis "
+            f"(dim=...). Each query's weights over the keys should sum to 1.")
+
+
+def _rows_scaled(ad, ed, close) -> str | None:
+    """Each row of the answer is the expected row times a factor of its own, and the factors differ: a division by
+    a per-row sum (or max) that is missing, applied twice, or taken over the wrong terms."""
+    if ed.ndim < 2 or ed.shape[-1] < 2:
+        return None
+    rows_a, rows_e = ad.reshape(-1, ed.shape[-1]), ed.reshape(-1, ed.shape[-1])
+    if rows_e.shape[0] < 3:
+        return None
+    norms = (rows_e * rows_e).sum(-1)
+    if bool((norms == 0).any()):
+        return None
+    factors = (rows_a * rows_e).sum(-1) / norms
+    if not bool(torch.isfinite(factors).all()) or bool((factors.abs() < 1e-9).any()):
+        return None
+    if not close(rows_a, factors[:, None] * rows_e):
+        return None
+    if float(factors.max() - factors.min()) <= 1e-3 * float(factors.abs().max()):
+        return None  # one factor for every row: _scaled's case
+    return (f"each row of your output is the expected row times a factor of its own (from {float(factors.min()):.3g} "
+            f"to {float(factors.max()):.3g}): a per-row normalisation — a division by the row's sum, as a softmax "
+            f"does — is missing, done twice, or taken over the wrong terms.")
+
+
 def _some_rows(ad, ed, rtol, atol) -> str | None:
     if ed.ndim < 2:
         return None
@@ -281,7 +436,8 @@ def _diagnose_bool(a: torch.Tensor, e: torch.Tensor) -> str | None:
     if e.dtype != torch.bool:
         return None
     if a.shape != e.shape:
-        return _diagnose_shape(a.double(), e.double(), lambda x, y: x.shape == y.shape and bool((x == y).all()))
+        return _diagnose_shape(a.double(), e.double(), lambda x, y: x.shape == y.shape and bool((x == y).all()),
+                               masks=True)
     if bool((a == ~e).all()):
         return ("every entry of your mask is the opposite of the expected one: in this course True means "
                 "'may attend'; flip the mask (~mask) or the comparison.")
@@ -325,3 +481,28 @@ def _positions(flags: torch.Tensor) -> str:
         coords = [tuple(int(v) for v in torch.unravel_index(torch.tensor(i), flags.shape)) for i in idx[:6]]
         return "at " + ", ".join(map(str, coords)) + (", ..." if len(idx) > 6 else "")
     return "indices " + ", ".join(map(str, idx[:8])) + (", ..." if len(idx) > 8 else "")
+
+
+# -- counts ---------------------------------------------------------------------------------------------------------
+def count_diagnosis(got: object, expected: int, terms: Mapping[str, int]) -> str | None:
+    """How a wrong whole-number count relates to the right one, in the exercise's own quantities.
+
+    `terms` names the quantities a count is built from, e.g. {"N·d": N * d, "N": N}. When the difference is a small
+    multiple of one of them, that term is missing or counted too often; otherwise, when the two counts differ by a
+    simple factor, that factor is missing or extra. None when neither explains it."""
+    if not isinstance(got, int) or isinstance(got, bool) or got == expected or expected == 0:
+        return None
+    diff = got - expected
+    for c in range(1, 9):
+        names = [name for name, value in terms.items() if value and abs(diff) == c * value]
+        if names:
+            times = "" if c == 1 else f"{c} × "
+            which = " or ".join(f"{times}{name} (= {terms[name]})" for name in names)
+            if diff < 0:
+                return f"your count is short by exactly {which}: a term of that size is missing."
+            return f"your count is over by exactly {which}: a term of that size is counted too often or is extra."
+    ratio = Fraction(got, expected)
+    if ratio > 0 and ratio.numerator <= 16 and ratio.denominator <= 16:
+        return (f"your count is exactly {ratio} times the expected one: a factor of {ratio} (or of {1 / ratio}) is "
+                f"missing or extra — which quantity has that size here?")
+    return None
