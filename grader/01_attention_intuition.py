@@ -57,6 +57,12 @@ SCALED = Mistake(
     "(the 1/sqrt(d_k) scaling is notebook 02's topic)",
     S_POOL,
 )
+COSINE = Mistake(
+    "cosine similarity instead of the dot product",
+    "the scores here are plain dot products k_i · q: normalising the query and keys to unit length (cosine "
+    "similarity) throws away their lengths, so every score lies in [-1, 1] and the weights come out far too flat",
+    S_POOL,
+)
 SCORES_AS_WEIGHTS = Mistake(
     "raw scores returned instead of the weights",
     "the output is right, but the weights returned are the raw scores (dot products); return the softmax of the "
@@ -73,6 +79,12 @@ MISSING_TANH = Mistake(
     "missing tanh",
     "without the tanh the score is w_v·W_q q + w_v·W_k k_i: the query adds the same number to every key's score, "
     "softmax ignores it, and the weights no longer depend on the query",
+    S_SCORES,
+)
+NO_W_V = Mistake(
+    "w_v never applied",
+    "the hidden units tanh(W_q q + W_k k_i) are summed as they are; each should be weighted by its entry of w_v "
+    "(a dot product with w_v), which is what learns how much every hidden unit counts",
     S_SCORES,
 )
 TANH_OUTSIDE = Mistake(
@@ -149,15 +161,17 @@ def _pool_mistakes(query, keys, values):
     scores = keys @ query
     w = ref_softmax(scores)
     ws = ref_softmax(scores / math.sqrt(query.shape[-1]))
-    out = {KEYS: w @ keys, SCORES: scores @ values, SCALED: ws @ values}
-    weights = {SCORES_AS_WEIGHTS: scores, SCALED: ws}
+    wc = ref_softmax(torch.cosine_similarity(keys, query.unsqueeze(-2), dim=-1))
+    out = {KEYS: w @ keys, SCORES: scores @ values, SCALED: ws @ values, COSINE: wc @ values}
+    weights = {SCORES_AS_WEIGHTS: scores, SCALED: ws, COSINE: wc}
     return out, weights
 
 
 def _additive_mistakes(query, keys, W_q, W_k, w_v):
     hidden = (query @ W_q.T).unsqueeze(-2) + keys @ W_k.T
     product = (query @ W_q.T).unsqueeze(-2) * (keys @ W_k.T)
-    return {MISSING_TANH: hidden @ w_v, TANH_OUTSIDE: torch.tanh(hidden @ w_v), MULTIPLIED: torch.tanh(product) @ w_v}
+    return {MISSING_TANH: hidden @ w_v, TANH_OUTSIDE: torch.tanh(hidden @ w_v), MULTIPLIED: torch.tanh(product) @ w_v,
+            NO_W_V: torch.tanh(hidden).sum(-1)}
 
 
 def _untransposed_mistakes(actual, query, keys, W_q, W_k, w_v):

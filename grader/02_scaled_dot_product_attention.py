@@ -334,6 +334,11 @@ def test_scaled_dot_product_attention(check, refs, scaled_dot_product_attention)
                     lambda: {**sdpa_mistakes(q3, k3, v3, m3)[0], MASK_AFTER_SOFTMAX: after @ v3}, atol=1e-4)
         check.close(weights, w3, f"weights ({what})",
                     lambda: {**sdpa_mistakes(q3, k3, v3, m3)[1], MASK_AFTER_SOFTMAX: after}, atol=1e-4)
+    with check("gradients reach q, k and v as they do through the reference (nothing detached)"):
+        g_mask = _random_mask(None, 2, 4, 6)
+        check.gradients(lambda q, k, v: scaled_dot_product_attention(q, k, v, mask=g_mask.clone()),
+                        {"q": torch.randn(2, 4, 8), "k": torch.randn(2, 6, 8), "v": torch.randn(2, 6, 5)},
+                        lambda q, k, v: reference_sdpa(q, k, v, g_mask), "scaled_dot_product_attention")
     with check("leaves its inputs unchanged (no in-place edits of q, k, v or mask)", weight=0.5):
         q2, k2, v2 = torch.randn(2, 4, 8), torch.randn(2, 6, 8), torch.randn(2, 6, 5)
         m2 = _random_mask(None, 2, 4, 6)

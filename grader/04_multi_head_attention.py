@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from utils.attention_variants import attention
+from utils.diagnose import count_diagnosis
 from utils.grading import CheckFailure, Mistake, expect_pair, load_weights, standing_in
 
 NOTEBOOK = "04_multi_head_attention"
@@ -542,7 +543,10 @@ def test_mha_parameter_count(check, refs, mha_parameter_count):
                      h * _torch_count(d_model, h, bias): COUNT_PER_HEAD if h > 1 else None}.get(n)
             check.true(n == _torch_count(d_model, h, bias),
                        f"mha_parameter_count({d_model}, {h}, bias={bias}) returned {n}, which is not the number "
-                       "of parameters of torch.nn.MultiheadAttention with that configuration.", named)
+                       "of parameters of torch.nn.MultiheadAttention with that configuration.", named,
+                       count_diagnosis(n, _torch_count(d_model, h, bias),
+                                       {"d_model² (one weight matrix)": d_model * d_model,
+                                        "d_model (one bias vector)": d_model}))
     with check("does not depend on the number of heads"):
         counts = {h: mha_parameter_count(96, h, bias=True) for h in (1, 2, 3, 4, 6, 8, 12)}
         check.true(len(set(counts.values())) == 1,

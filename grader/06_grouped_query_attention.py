@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from utils.attention_variants import undefined_as as _undefined_as
+from utils.diagnose import count_diagnosis
 from utils.grading import (CheckFailure, CheckTimeout, LocalPart, Mistake, expect_pair, load_grader, load_weights, local_object,
                            standing_in)
 
@@ -138,6 +139,12 @@ NO_FACTOR_2 = Mistake(
     "bytes without the factor 2 (K and V)",
     "the cache holds keys AND values: two tensors of (num_layers, batch, num_kv_heads, seq_len, head_dim) "
     "elements, so the count needs a factor 2",
+    BYTES,
+)
+DTYPE_IGNORED = Mistake(
+    "the dtype argument ignored",
+    "the bytes per element come from dtype: 4 for float32, 2 for float16 and bfloat16, 1 for int8 "
+    "(torch.tensor([], dtype=dtype).element_size()); a constant gives the right count for one dtype only",
     BYTES,
 )
 NO_LAYERS = Mistake(
@@ -726,13 +733,19 @@ def test_kv_cache_bytes(check, refs, kv_cache_bytes):
             n = kv_cache_bytes(layers, kv, hd, L, batch_size=B)
             expected = reference_kv_cache_bytes(layers, kv, hd, L, B)
             check.true(n == expected, f"kv_cache_bytes({layers}, {kv}, {hd}, {L}, batch_size={B}) returned {n}.",
-                       _bytes_mistake(n, expected, layers))
+                       _bytes_mistake(n, expected, layers), count_diagnosis(n, expected, {}))
     with check("the dtype sets the bytes per element: float32 4, bfloat16 2, int8 1"):
-        for dtype, size in ((torch.float32, 4), (torch.bfloat16, 2), (torch.int8, 1)):
-            n = kv_cache_bytes(12, 4, 64, 1000, batch_size=3, dtype=dtype)
+        sizes = ((torch.float32, 4), (torch.bfloat16, 2), (torch.int8, 1))
+        got = {dtype: kv_cache_bytes(12, 4, 64, 1000, batch_size=3, dtype=dtype) for dtype, _ in sizes}
+        if len(set(got.values())) == 1 and any(got[d] != reference_kv_cache_bytes(12, 4, 64, 1000, 3, size)
+                                               for d, size in sizes):
+            raise CheckFailure(f"kv_cache_bytes(12, 4, 64, 1000, batch_size=3, dtype=...) returned {got[torch.int8]} "
+                               f"for float32, bfloat16 and int8 alike.", DTYPE_IGNORED)
+        for dtype, size in sizes:
+            n = got[dtype]
             expected = reference_kv_cache_bytes(12, 4, 64, 1000, 3, size)
             check.true(n == expected, f"kv_cache_bytes(12, 4, 64, 1000, batch_size=3, dtype={dtype}) returned {n}.",
-                       _bytes_mistake(n, expected, 12))
+                       _bytes_mistake(n, expected, 12), count_diagnosis(n, expected, {}))
     with check("linear in the sequence length and the batch: doubling either doubles the bytes"):
         base = kv_cache_bytes(6, 2, 32, 777, batch_size=5)
         check.true(kv_cache_bytes(6, 2, 32, 2 * 777, batch_size=5) == 2 * base

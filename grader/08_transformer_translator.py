@@ -88,6 +88,13 @@ RESIDUAL_NORMED = Mistake(
     "path that lets gradients through the stack is gone",
     ENCODER,
 )
+SUBLAYER_ORDER = Mistake(
+    "sublayers in the wrong order",
+    "a decoder layer first attends over what it has written so far (masked self-attention), then asks the source "
+    "(cross-attention), then applies the feed-forward network; cross-attention first asks the source with queries "
+    "that have not yet looked at the rest of the target",
+    DECODER,
+)
 NORM_MISMATCH = Mistake(
     "norm placement disagrees with norm_first",
     "the layer computes the other arrangement than its norm_first attribute says (pre-norm: x + f(norm(x)); "
@@ -138,6 +145,12 @@ NO_STOP = Mistake(
     "sequences not finished at <eos>",
     "once a sequence has produced <eos>, every later position of that row is <pad> (model.pad_id); "
     "keep a `finished` flag per row and stop when all rows are finished",
+    GREEDY,
+)
+EOS_PADDED = Mistake(
+    "<eos> itself replaced by <pad>",
+    "the row's <eos> must stay in the output, followed by <pad>: mask the tokens of rows that were finished "
+    "*before* this step, then mark the rows whose new token is <eos> (finished |= next_token == eos_id) after it",
     GREEDY,
 )
 LP_INVERTED = Mistake(
@@ -233,6 +246,26 @@ def reference_decoder_layer(p, x, memory, tgt_mask, src_mask, h, norm_first=True
     x = _ln(p, "norm1", _kept(mistake, 0, x) + _mha(p, "self_attn", x, x, x, self_mask, h))
     x = _ln(p, "norm2", _kept(mistake, 1, x) + cross(x))
     return _ln(p, "norm3", _kept(mistake, 2, x) + _ffn(p, x))
+
+
+def _decoder_cross_first(p, x, memory, tgt_mask, src_mask, h, norm_first, norms_move):
+    """The decoder layer with cross-attention before self-attention; `norms_move`: each norm goes with its sublayer
+    (norm2 before cross-attention), else the norms stay in their places (norm1 before cross-attention)."""
+    first, second = ("norm2", "norm1") if norms_move else ("norm1", "norm2")
+
+    def self_attn(q):
+        return _mha(p, "self_attn", q, q, q, tgt_mask, h)
+
+    def cross(q):
+        return _mha(p, "cross_attn", q, memory, memory, src_mask, h)
+
+    if norm_first:
+        x = x + cross(_ln(p, first, x))
+        x = x + self_attn(_ln(p, second, x))
+        return x + _ffn(p, _ln(p, "norm3", x))
+    x = _ln(p, first, x + cross(x))
+    x = _ln(p, second, x + self_attn(x))
+    return _ln(p, "norm3", x + _ffn(p, x))
 
 
 def _mha_kv(p, prefix, query, k, v, mask, h):
@@ -597,6 +630,7 @@ def _decoder_mistakes(p, x, memory, tgt_mask, src_mask, h, norm_first, actual=No
         NORM_MISMATCH: reference_decoder_layer(p, x, memory, tgt_mask, src_mask, h, not norm_first),
         NO_RESIDUAL: _nearest(actual, [reference_decoder_layer(*args, f"no_residual:{i}") for i in (0, 1, 2)]),
         CROSS_UNMASKED: reference_decoder_layer(*args, "cross_unmasked") if src_mask is not None else None,
+        SUBLAYER_ORDER: _nearest(actual, [_decoder_cross_first(*args, moved) for moved in (False, True)]),
     })
 
 
@@ -698,6 +732,11 @@ def _no_stop(actual, local, src, max_len):
     return _nearest(actual, [reference_greedy(local, src, max_len, m) for m in ("no_stop", "no_pad")])
 
 
+def _eos_padded(local, want):
+    """{EOS_PADDED: the expected tokens with every <eos> turned into <pad>}."""
+    return {EOS_PADDED: want.masked_fill(want == local.eos_id, local.pad_id)}
+
+
 def _whole_prefix(local, src, max_len):
     """{WHOLE_PREFIX: its tokens}, or nothing where the duplicated positions outgrow the model's max_len."""
     try:
@@ -713,13 +752,13 @@ def test_greedy_decode(check, refs, greedy_decode, Translator_):
         got = _tokens(greedy_decode(model, src, 12, use_cache=True), "greedy_decode")
         check.close(got, refs["greedy.out"], "greedy_decode(model, src, 12)", mistakes={
             CACHE_NOT_ADVANCED: reference_greedy(local, src, 12, "cache_not_advanced"),
-            **_whole_prefix(local, src, 12),
+            **_whole_prefix(local, src, 12), **_eos_padded(local, refs["greedy.out"]),
             NO_STOP: _no_stop(got, local, src, 12)})
     with check("without the cache: the same tokens"):
         model, local = _worker_model(Translator_, refs)
         got = _tokens(greedy_decode(model, src, 12, use_cache=False), "greedy_decode(..., use_cache=False)")
         check.close(got, refs["greedy.out"], "greedy_decode(model, src, 12, use_cache=False)",
-                    mistakes={NO_STOP: _no_stop(got, local, src, 12)})
+                    mistakes={NO_STOP: _no_stop(got, local, src, 12), **_eos_padded(local, refs["greedy.out"])})
     with check("fresh sources, max_len 3 and 20: cached equals uncached equals the reference", weight=2):
         model, local = _worker_model(Translator_, refs)
         g = torch.Generator().manual_seed(int(torch.randint(0, 2**31 - 1, (1,))))
@@ -729,7 +768,7 @@ def test_greedy_decode(check, refs, greedy_decode, Translator_):
                 want = reference_greedy(local, fresh, max_len)
                 for use_cache in (True, False):
                     got = _tokens(greedy_decode(model, fresh, max_len, use_cache=use_cache), "greedy_decode")
-                    wrong = {NO_STOP: _no_stop(got, local, fresh, max_len)}
+                    wrong = {NO_STOP: _no_stop(got, local, fresh, max_len), **_eos_padded(local, want)}
                     if use_cache:  # a cache that is never advanced shows only where the cache is used
                         wrong[CACHE_NOT_ADVANCED] = reference_greedy(local, fresh, max_len, "cache_not_advanced")
                         wrong.update(_whole_prefix(local, fresh, max_len))

@@ -22,6 +22,12 @@ MISTAKES = [
      "exercise": "attention_pool", "mistake": "scores instead of weights"},
     {"cell": "attention_pool", "old": "scores = keys @ query", "new": "scores = keys @ query / query.shape[-1] ** 0.5",
      "exercise": "attention_pool", "mistake": "scaled scores"},
+    {"cell": "attention_pool", "old": "scores = keys @ query",
+     "new": "scores = torch.cosine_similarity(keys, query[None, :], dim=-1)",
+     "exercise": "attention_pool", "mistake": "cosine similarity instead of the dot product"},
+    {"cell": "additive_scores", "old": "return torch.tanh(q_hidden + k_hidden) @ w_v",
+     "new": "return torch.tanh(q_hidden + k_hidden).sum(-1)",
+     "exercise": "additive_scores", "mistake": "w_v never applied"},
     # additive_scores
     {"cell": "additive_scores", "old": "return torch.tanh(q_hidden + k_hidden) @ w_v",
      "new": "return (q_hidden + k_hidden) @ w_v",
@@ -80,7 +86,11 @@ DIAGNOSED = [
      "exercise": "attention_pool", "diagnosis": "multiplied by 1/5"},
     # the query as a (1, d) row vector: scores, weights and output keep a leading axis of size 1
     {"cell": "attention_pool", "old": "scores = keys @ query", "new": "scores = query[None, :] @ keys.T",
-     "exercise": "attention_pool", "diagnosis": "a dimension of size 1 is missing or extra"},
+     "exercise": "attention_pool", "diagnosis": "extra axis of size 1 at position 0"},
+    # log-softmax returned: the log of the sum subtracted instead of dividing by the sum
+    {"cell": "softmax", "old": "return e / e.sum(dim=dim, keepdim=True)",
+     "new": "return shifted - torch.log(e.sum(dim=dim, keepdim=True))",
+     "exercise": "softmax", "diagnosis": "logarithm of the expected one"},
 ]
 
 # Mistakes no catalogue entry or diagnosis explains: they must lose points and be given no name at all.

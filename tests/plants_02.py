@@ -106,7 +106,7 @@ DIAGNOSED = [
     # a head axis of size 1 added to the weights, "like multi-head attention"
     {"cell": "SelfAttention", "old": "return scaled_dot_product_attention(q, k, v, mask)",
      "new": "out, weights = scaled_dot_product_attention(q, k, v, mask)\n        return out, weights.unsqueeze(1)",
-     "exercise": "SelfAttention", "diagnosis": "a dimension of size 1 is missing or extra"},
+     "exercise": "SelfAttention", "diagnosis": "extra axis of size 1 at position 1"},
 ]
 
 # Mistakes that must lose points and be given no catalogue name (a generic diagnosis may still explain them).
@@ -115,4 +115,8 @@ UNNAMED = [
     # key to every query; an all-NaN match names nothing.
     {"cell": "scaled_dot_product_attention", "old": 'scores = scores.masked_fill(~mask, float("-inf"))',
      "new": 'scores = scores + (~mask) * float("-inf")', "exercise": "scaled_dot_product_attention"},
+    # the weights detached before they blend the values: the output is right, its gradient to q and k is not
+    {"cell": "scaled_dot_product_attention", "old": "return weights @ v, weights",
+     "new": "return weights.detach() @ v, weights", "exercise": "scaled_dot_product_attention",
+     "feedback": "a value detached in part"},
 ]

@@ -112,4 +112,7 @@ DIAGNOSED = [
     # flatten(1) instead of flatten(2): positions merged with the features, (B, L * h * d)
     {"cell": "merge_heads", "old": "x.transpose(1, 2).reshape(B, L, h * d)", "new": "x.transpose(1, 2).flatten(1)",
      "exercise": "merge_heads", "diagnosis": "a view or reshape to the wrong shape"},
+    # the heads added up instead of put side by side
+    {"cell": "merge_heads", "old": "return x.transpose(1, 2).reshape(B, L, h * d)", "new": "return x.sum(1)",
+     "exercise": "merge_heads", "diagnosis": "pieces of size"},
 ]

@@ -89,7 +89,7 @@ DIAGNOSED = [
      "exercise": "sinusoidal_encoding", "diagnosis": "neighbouring pair exchanged"},
     # the table returned with a batch axis, pe.unsqueeze(0), as in the PyTorch tutorial's module
     {"cell": "sinusoidal_encoding", "old": "    return pe\n", "new": "    return pe.unsqueeze(0)  # (1, max_len, d_model)\n",
-     "exercise": "sinusoidal_encoding", "diagnosis": "a dimension of size 1 is missing or extra"},
+     "exercise": "sinusoidal_encoding", "diagnosis": "extra axis of size 1 at position 0"},
     # the table built dimension-major, (d_model, max_len)
     {"cell": "sinusoidal_encoding",
      "old": "    angle = position * freq  # (max_len, d_model/2)\n"

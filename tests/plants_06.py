@@ -70,6 +70,8 @@ MISTAKES = [
      "exercise": "kv_cache_bytes", "mistake": "bytes without the factor 2 (K and V)"},
     {"cell": "kv_cache_bytes", "old": "return 2 * num_layers * batch_size", "new": "return 2 * batch_size",
      "exercise": "kv_cache_bytes", "mistake": "bytes without the layer count"},
+    {"cell": "kv_cache_bytes", "old": "element = torch.tensor([], dtype=dtype).element_size()",
+     "new": "element = 2", "exercise": "kv_cache_bytes", "mistake": "the dtype argument ignored"},
     {"cell": "GroupedQueryAttention", "old": "q, k = apply_rope(q, positions), apply_rope(k, positions)",
      "new": "q, k, v = apply_rope(q, positions), k, apply_rope(v, positions)",
      "exercise": "GroupedQueryAttention", "mistake": "RoPE applied to the values"},

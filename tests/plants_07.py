@@ -147,7 +147,7 @@ DIAGNOSED = [
      "exercise": "online_softmax", "diagnosis": "NaN in"},
     # the logsumexp returned with a trailing axis of size 1, "like the output"
     {"cell": "flash_attention", "old": "    return out, lse\n", "new": "    return out, lse[..., None]  # (..., Lq, 1)\n",
-     "exercise": "flash_attention", "diagnosis": "a dimension of size 1 is missing or extra"},
+     "exercise": "flash_attention", "diagnosis": "extra axis of size 1 at position 3"},
     # the output buffer made with torch.zeros and no dtype: float32 whatever q is
     {"cell": "flash_attention", "old": "out = q.new_empty(*q.shape[:-1], v.shape[-1])",
      "new": "out = torch.zeros(*q.shape[:-1], v.shape[-1])",
@@ -160,4 +160,7 @@ DIAGNOSED = [
     {"cell": "FlashAttentionFunction", "old": "ds = p * (do_blk @ v_blk.transpose(-2, -1) - D_blk)",
      "new": "ds = p * (D_blk - do_blk @ v_blk.transpose(-2, -1))",
      "exercise": "FlashAttentionFunction", "diagnosis": "multiplied by −1"},
+    # the logsumexp (N numbers) left out of the tiled count
+    {"cell": "hbm_traffic", "old": "tiled = N * d + 2 * N * d * blocks + N * d + N",
+     "new": "tiled = N * d + 2 * N * d * blocks + N * d", "exercise": "hbm_traffic", "diagnosis": "short by exactly N"},
 ]

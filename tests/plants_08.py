@@ -34,6 +34,16 @@ MISTAKES = [
     # The decoder layer: self-attention without its mask, cross-attention that never reads the source.
     {"cell": "DecoderLayer", "old": "self.self_attn(h, h, h, tgt_mask)", "new": "self.self_attn(h, h, h)",
      "exercise": "DecoderLayer", "mistake": "causal mask missing in the decoder"},
+    # cross-attention before self-attention (the norms stay where they were); only the uncached path is changed
+    {"cell": "DecoderLayer",
+     "old": "        h = self.norm1(x)\n        if cache is None:\n            a = self.self_attn(h, h, h, tgt_mask)[0]",
+     "new": "        h = self.norm1(x)\n        if cache is None:\n"
+            "            x = x + self.dropout(self.cross_attn(h, memory, memory, src_mask)[0])\n"
+            "            h = self.norm2(x)\n"
+            "            x = x + self.dropout(self.self_attn(h, h, h, tgt_mask)[0])\n"
+            "            h = self.norm3(x)\n"
+            "            return x + self.dropout(self.linear2(self.dropout(F.relu(self.linear1(h)))))",
+     "exercise": "DecoderLayer", "mistake": "sublayers in the wrong order"},
     {"cell": "DecoderLayer", "old": "self.cross_attn(h, memory, memory, src_mask)", "new": "self.cross_attn(h, h, h)",
      "exercise": "DecoderLayer", "mistake": "cross-attention keys from the decoder"},
     {"cell": "DecoderLayer", "old": "self.cross_attn(h, memory, memory, src_mask)",
@@ -57,6 +67,15 @@ MISTAKES = [
             "            a = self.self_attn(h, cache.inputs, cache.inputs)[0]",
      "exercise": "DecoderLayer", "mistake": "cached positions re-projected"},
     # Greedy decoding: a fresh cache at every step; rows that go on after their <eos>.
+    # finished updated before the masking: the row's own <eos> is replaced by <pad>
+    {"cell": "greedy_decode",
+     "old": "        next_token = next_token.masked_fill(finished, model.pad_id)\n"
+            "        ys = torch.cat([ys, next_token[:, None]], dim=1)\n"
+            "        finished |= next_token == model.eos_id",
+     "new": "        finished |= next_token == model.eos_id\n"
+            "        next_token = next_token.masked_fill(finished, model.pad_id)\n"
+            "        ys = torch.cat([ys, next_token[:, None]], dim=1)",
+     "exercise": "greedy_decode", "mistake": "<eos> itself replaced by <pad>"},
     {"cell": "greedy_decode",
      "old": "logits = model.decode(ys[:, -1:], memory, src_mask, cache)",
      "new": "logits = model.decode(ys[:, -1:], memory, src_mask, model.new_cache())",
@@ -97,7 +116,7 @@ DIAGNOSED = [
      "exercise": "decoder_mask", "diagnosis": "transposed"},
     {"cell": "decoder_mask", "old": "return causal[None, None] & keys[:, None, None, :]",
      "new": "return causal[None] & keys[:, None, :]",
-     "exercise": "decoder_mask", "diagnosis": "a dimension of size 1 is missing or extra"},
+     "exercise": "decoder_mask", "diagnosis": "size 1 at position 1 of the expected shape is missing"},
     {"cell": "decoder_mask", "old": "return causal[None, None] & keys[:, None, None, :]",
      "new": "return (causal[None, None] & keys[:, None, None, :]).float()",
      "exercise": "decoder_mask", "diagnosis": "return a boolean mask"},

@@ -43,7 +43,7 @@ from typing import Any
 
 import torch
 
-from .diagnose import diagnose
+from .diagnose import count_diagnosis, diagnose
 
 #: Default tolerance for comparing float32 tensors, stated once for the whole course.
 TOLERANCE: dict[str, float] = {"rtol": 1e-4, "atol": 1e-5}
@@ -396,10 +396,61 @@ class Checker:
         self.close(out, expected, what, mistakes, **tolerance)
         return out
 
-    def true(self, condition: Any, message: str, mistake: Mistake | None = None) -> None:
-        """Fail with `message` (naming `mistake`, if given) unless `condition` holds."""
+    def gradients(self, fn: Callable[..., Any], inputs: Mapping[str, torch.Tensor], reference: Callable[..., Any],
+                  what: str, **tolerance: float) -> None:
+        """Fail unless gradients flow from `fn`'s output(s) back to each input as they do through `reference`.
+
+        Both are called on fresh leaf copies of `inputs` (passed positionally, in order); every tensor they return is
+        weighted by fixed random numbers and summed, and the gradients of that sum are compared. An input that
+        `reference` gives a gradient and `fn` gives none (or only zeros) is cut off from autograd's graph, which is
+        named; a gradient that differs while the output itself is right points at a step autograd cannot follow.
+        """
+        tol = {**TOLERANCE, **tolerance}
+
+        def run(f: Callable[..., Any]) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor | None]]:
+            leaves = [t.detach().clone().requires_grad_(t.is_floating_point()) for t in inputs.values()]
+            result = f(*leaves)
+            outs = [r for r in (result if isinstance(result, (tuple, list)) else (result,))
+                    if isinstance(r, torch.Tensor) and r.is_floating_point()]
+            live = [o for o in outs if o.requires_grad]
+            if not live:
+                return outs, live, [None] * len(leaves)
+            g = torch.Generator().manual_seed(0)
+            loss = sum((o * torch.randn(o.shape, generator=g, dtype=o.dtype)).sum() for o in live)
+            wants = [leaf for leaf in leaves if leaf.requires_grad]
+            grads = iter(torch.autograd.grad(loss, wants, allow_unused=True))
+            return outs, live, [next(grads) if leaf.requires_grad else None for leaf in leaves]
+
+        ref_outs, _, ref_grads = run(reference)
+        outs, live, grads = run(fn)
+        if not outs:
+            raise CheckFailure(f"{what} returned no floating-point tensor to take a gradient through.")
+        cut = ("cut off from autograd's graph: look for a .detach(), .data, a torch.no_grad() block, or a trip through "
+               "numpy, .item() or .tolist() on the way")
+        if not live:
+            raise CheckFailure(f"no gradient reaches any input of {what}: its output does not require grad, so it is "
+                               f"{cut}.")
+        names = list(inputs)
+        for name, grad, ref in zip(names, grads, ref_grads):
+            if ref is not None and bool(ref.abs().sum() > 0) and (grad is None or not bool(grad.abs().sum() > 0)):
+                raise CheckFailure(f"no gradient reaches {name} through {what}, although the output depends on it: "
+                                   f"the path from {name} is {cut}.")
+        same_output = len(outs) == len(ref_outs) and all(
+            o.shape == r.shape and bool(torch.isclose(o.detach(), r.detach(), rtol=tol["rtol"], atol=tol["atol"],
+                                                      equal_nan=True).all()) for o, r in zip(outs, ref_outs))
+        if not same_output:
+            return  # the output's own checks say what is wrong with it; its gradients would only repeat that
+        for name, grad, ref in zip(names, grads, ref_grads):
+            if ref is not None and grad is not None and not bool(
+                    torch.isclose(grad, ref, rtol=tol["rtol"] * 10, atol=tol["atol"] * 10, equal_nan=True).all()):
+                raise CheckFailure(f"the gradient with respect to {name} through {what} differs from autograd's "
+                                   f"through the reference, although the output is right: a step autograd cannot "
+                                   f"follow (an in-place edit, a value detached in part, or a custom backward).")
+
+    def true(self, condition: Any, message: str, mistake: Mistake | None = None, diagnosis: str | None = None) -> None:
+        """Fail with `message` (naming `mistake`, if given, else the generic `diagnosis`) unless `condition` holds."""
         if not bool(condition):
-            raise CheckFailure(message, mistake)
+            raise CheckFailure(message, mistake, diagnosis=diagnosis)
 
     # -- the result ----------------------------------------------------------------------
     def _settle(self) -> None:
