@@ -538,15 +538,16 @@ def test_mha_parameter_count(check, refs, mha_parameter_count):
     with check("equals the parameter count of torch.nn.MultiheadAttention, with and without bias", weight=2):
         for d_model, h, bias in [(16, 4, True), (16, 4, False), (64, 8, True), (30, 5, False), (512, 1, True)]:
             n = mha_parameter_count(d_model, h, bias=bias)
-            named = {3 * d_model * d_model + 3 * d_model * bias: COUNT_NO_W_O,
-                     4 * d_model * d_model: COUNT_NO_BIAS if bias else None,
-                     h * _torch_count(d_model, h, bias): COUNT_PER_HEAD if h > 1 else None}.get(n)
-            check.true(n == _torch_count(d_model, h, bias),
-                       f"mha_parameter_count({d_model}, {h}, bias={bias}) returned {n}, which is not the number "
-                       "of parameters of torch.nn.MultiheadAttention with that configuration.", named,
-                       count_diagnosis(n, _torch_count(d_model, h, bias),
-                                       {"d_model² (one weight matrix)": d_model * d_model,
-                                        "d_model (one bias vector)": d_model}))
+            want = _torch_count(d_model, h, bias)
+            wrong = {COUNT_NO_W_O: 3 * d_model * d_model + 3 * d_model * bias}
+            if bias:
+                wrong[COUNT_NO_BIAS] = 4 * d_model * d_model
+            if h > 1:
+                wrong[COUNT_PER_HEAD] = h * want
+            check.equal(n, want, f"mha_parameter_count({d_model}, {h}, bias={bias}) returned {n}, which is not the "
+                        "number of parameters of torch.nn.MultiheadAttention with that configuration.", wrong,
+                        count_diagnosis(n, want, {"d_model² (one weight matrix)": d_model * d_model,
+                                                  "d_model (one bias vector)": d_model}))
     with check("does not depend on the number of heads"):
         counts = {h: mha_parameter_count(96, h, bias=True) for h in (1, 2, 3, 4, 6, 8, 12)}
         check.true(len(set(counts.values())) == 1,

@@ -384,3 +384,27 @@ def test_attention_variants_compute_the_standard_mistakes_from_q_k_v():
     assert "mask_inverted" not in attention_variants(q, k, v) and "scale_d_model" not in attention_variants(q, k, v)
     with pytest.raises(KeyError):
         attention_variants(q, k, v, concepts=("no_such_mistake",))
+
+
+def test_equal_names_a_mistake_only_where_every_comparison_agrees_and_trusts_only_plain_values():
+    from utils.grading import Checker, Mistake
+    small = Mistake("small", "", "s")
+    check = Checker("counts", 2)
+    with check("a small case, where the mistake happens to give the learner's count"):
+        check.equal(5, 7, "5 is wrong", {small: 5})
+    with check("a larger case, where it does not"):
+        check.equal(40, 70, "40 is wrong", {small: 50})
+    check.score()
+    assert [r.mistake for r in check.results] == [None, None]  # refuted by the second case: no name at all
+
+    class Yes:
+        def __eq__(self, other):
+            return True
+
+    check = Checker("counts", 1)
+    with check("an object that equals everything"):
+        check.equal(Yes(), 7, "not a count")
+    with check("a numpy integer is a count"):
+        import numpy as np
+        check.equal(np.int64(7), 7, "7")
+    assert [r.passed for r in check.results] == [False, True]

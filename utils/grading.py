@@ -447,6 +447,20 @@ class Checker:
                                    f"through the reference, although the output is right: a step autograd cannot "
                                    f"follow (an in-place edit, a value detached in part, or a custom backward).")
 
+    def equal(self, actual: Any, expected: Any, message: str, mistakes: Mapping[Mistake, Any] | None = None,
+              diagnosis: str | None = None) -> None:
+        """Fail with `message` unless `actual == expected`: `close` for exact values (counts, tuples of counts).
+
+        `mistakes` maps catalogued mistakes to the value each gives here. As with `close`, a mistake is named only if
+        every comparison of the exercise that offered it found it: a count that equals one mistake's on a small case
+        by coincidence is not called that when another case rules it out. Else the generic `diagnosis` is shown."""
+        offered = {m: v for m, v in (mistakes or {}).items() if m is not None}
+        matched = tuple(m for m, v in offered.items() if _same_value(v, actual))
+        if offered:
+            self._evidence.append((frozenset(offered), frozenset(matched)))
+        if not _same_value(actual, expected):
+            raise CheckFailure(message, candidates=matched, diagnosis=diagnosis)
+
     def true(self, condition: Any, message: str, mistake: Mistake | None = None, diagnosis: str | None = None) -> None:
         """Fail with `message` (naming `mistake`, if given, else the generic `diagnosis`) unless `condition` holds."""
         if not bool(condition):
@@ -524,6 +538,26 @@ class Checker:
 #: How many failed checks the feedback shows under its verdict; the rest are one flag away (`attn check --verbose`,
 #: the table's "all checks" fold).
 LEAD_CHECKS = 3
+
+
+def _plain(x: Any) -> Any:
+    """`x` as built-in values (numbers, strings, tuples and lists of them), numpy scalars unwrapped; TypeError for
+    anything else, so that an object whose __eq__ says yes to everything never equals a count."""
+    if type(x) in (int, float, bool, str):
+        return x
+    if type(x) in (tuple, list):
+        return type(x)(_plain(v) for v in x)
+    if type(x).__module__ == "numpy" and getattr(x, "ndim", None) == 0:
+        return _plain(x.item())
+    raise TypeError(type(x).__name__)
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """a == b for plain values (see `_plain`); False for anything else."""
+    try:
+        return bool(_plain(a) == _plain(b))
+    except TypeError:
+        return False
 
 
 def _diagnosis_of(r: CheckResult) -> str | None:
