@@ -1,5 +1,6 @@
-"""Measure how well grading explains mistakes nobody catalogued: the plants of tests/blind_plants.py (--set blind)
-and tests/blind_plants_heldout.py (--set heldout).
+"""Measure how well grading explains mistakes nobody catalogued: the plants of tests/blind_plants.py (--set blind),
+tests/blind_plants_heldout.py (--set heldout), tests/blind_plants_set3.py (--set set3) and
+tests/blind_plants_set4.py (--set set4).
 
 Each plant is written into a copy of its solution notebook in a temporary folder and graded with
 `attn check --json`. The exercise it targets is then classified, best first:
@@ -19,7 +20,7 @@ on the unchanged solution. A plant whose `old` no longer occurs exactly once in 
     .venv/bin/python tests/measure_feedback.py --notebook 03   # one notebook (repeat for more)
     .venv/bin/python tests/measure_feedback.py --json          # machine-readable
     .venv/bin/python tests/measure_feedback.py --quick         # only the plants marked "quick": True
-    .venv/bin/python tests/measure_feedback.py --set heldout   # the second set (--set set3: the third)
+    .venv/bin/python tests/measure_feedback.py --set heldout   # the second set (--set set3, set4: the third, fourth)
     .venv/bin/python tests/measure_feedback.py --from-json F   # the tables of a measurement saved with --json
 """
 
@@ -47,14 +48,17 @@ CLASSES = ["named", "misnamed", "pointed", "counts-only", "not caught"]
 UNMEASURED = ["anchor not found", "error"]
 
 
-SETS = {"blind": "blind_plants.py", "heldout": "blind_plants_heldout.py", "set3": "blind_plants_set3.py"}
+SETS = {"blind": "blind_plants.py", "heldout": "blind_plants_heldout.py", "set3": "blind_plants_set3.py",
+        "set4": "blind_plants_set4.py"}
 
 
 def load_plants(which: str = "blind") -> list[dict]:
     """The plants of one set, each written by someone who had not read the catalogue: "blind"
     (tests/blind_plants.py, 2026-11-24) and "heldout" (tests/blind_plants_heldout.py, 2026-11-25), both measured
     first and then used to improve the feedback, so no longer blind; "set3" (tests/blind_plants_set3.py,
-    2026-11-25, mistakes of kinds the first two sets do not have), measured after those changes."""
+    2026-11-25, mistakes of kinds the first two sets do not have), measured after those changes, then used for
+    generic diagnoses; "set4" (tests/blind_plants_set4.py, 2026-11-25, the mistakes learners most often make,
+    written without reading the grader or the earlier sets), measured once, after the generic diagnoses."""
     path = Path(__file__).resolve().parent / SETS[which]
     spec = importlib.util.spec_from_file_location(f"plants_{which}", path)
     assert spec and spec.loader
@@ -64,7 +68,7 @@ def load_plants(which: str = "blind") -> list[dict]:
 
 
 def plant_id(plant: dict, index: int) -> str:
-    prefix = {"heldout": "h", "set3": "s"}.get(plant.get("set", ""), "")
+    prefix = {"heldout": "h", "set3": "s", "set4": "f"}.get(plant.get("set", ""), "")
     return f"{prefix}{plant['notebook'][:2]}.{index:02d} {plant['cell']}"
 
 
@@ -294,7 +298,7 @@ def select(plants: list[dict], notebooks: list[str] | None, quick: bool) -> list
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", choices=sorted(SETS), default="blind",
-                        help="which plants: blind (tests/blind_plants.py, default), heldout or set3")
+                        help="which plants: blind (tests/blind_plants.py, default), heldout, set3 or set4")
     parser.add_argument("--notebook", action="append", help="NN or NN_name; repeat for more (default: all)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
     parser.add_argument("--jobs", type=int, default=2, help="attn check runs at a time (default 2)")
