@@ -1,6 +1,6 @@
 """Measure how well grading explains mistakes nobody catalogued: the plants of tests/blind_plants.py (--set blind),
-tests/blind_plants_heldout.py (--set heldout), tests/blind_plants_set3.py (--set set3) and
-tests/blind_plants_set4.py (--set set4).
+tests/blind_plants_heldout.py (--set heldout), tests/blind_plants_set3.py (--set set3),
+tests/blind_plants_set4.py (--set set4) and tests/blind_plants_set5.py (--set set5).
 
 Each plant is written into a copy of its solution notebook in a temporary folder and graded with
 `attn check --json`. The exercise it targets is then classified, best first:
@@ -49,7 +49,7 @@ UNMEASURED = ["anchor not found", "error"]
 
 
 SETS = {"blind": "blind_plants.py", "heldout": "blind_plants_heldout.py", "set3": "blind_plants_set3.py",
-        "set4": "blind_plants_set4.py"}
+        "set4": "blind_plants_set4.py", "set5": "blind_plants_set5.py"}
 
 
 def load_plants(which: str = "blind") -> list[dict]:
@@ -58,7 +58,9 @@ def load_plants(which: str = "blind") -> list[dict]:
     first and then used to improve the feedback, so no longer blind; "set3" (tests/blind_plants_set3.py,
     2026-11-25, mistakes of kinds the first two sets do not have), measured after those changes, then used for
     generic diagnoses; "set4" (tests/blind_plants_set4.py, 2026-11-25, the mistakes learners most often make,
-    written without reading the grader or the earlier sets), measured once, after the generic diagnoses."""
+    written without reading the grader or the earlier sets), measured once, after the generic diagnoses, then used;
+    "set5" (tests/blind_plants_set5.py, 2026-11-25, common and less obvious mistakes, written the same way),
+    measured once, after that."""
     path = Path(__file__).resolve().parent / SETS[which]
     spec = importlib.util.spec_from_file_location(f"plants_{which}", path)
     assert spec and spec.loader
@@ -68,7 +70,7 @@ def load_plants(which: str = "blind") -> list[dict]:
 
 
 def plant_id(plant: dict, index: int) -> str:
-    prefix = {"heldout": "h", "set3": "s", "set4": "f"}.get(plant.get("set", ""), "")
+    prefix = {"heldout": "h", "set3": "s", "set4": "f", "set5": "v"}.get(plant.get("set", ""), "")
     return f"{prefix}{plant['notebook'][:2]}.{index:02d} {plant['cell']}"
 
 
@@ -298,7 +300,7 @@ def select(plants: list[dict], notebooks: list[str] | None, quick: bool) -> list
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", choices=sorted(SETS), default="blind",
-                        help="which plants: blind (tests/blind_plants.py, default), heldout, set3 or set4")
+                        help="which plants: blind (tests/blind_plants.py, default), heldout, set3, set4 or set5")
     parser.add_argument("--notebook", action="append", help="NN or NN_name; repeat for more (default: all)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
     parser.add_argument("--jobs", type=int, default=2, help="attn check runs at a time (default 2)")
