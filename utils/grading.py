@@ -43,7 +43,7 @@ from typing import Any
 
 import torch
 
-from .diagnose import count_diagnosis, diagnose
+from .diagnose import diagnose
 
 #: Default tolerance for comparing float32 tensors, stated once for the whole course.
 TOLERANCE: dict[str, float] = {"rtol": 1e-4, "atol": 1e-5}
