@@ -408,3 +408,12 @@ def test_equal_names_a_mistake_only_where_every_comparison_agrees_and_trusts_onl
         import numpy as np
         check.equal(np.int64(7), 7, "7")
     assert [r.passed for r in check.results] == [False, True]
+
+
+def test_a_random_answer_is_the_verdict_even_where_more_checks_share_another_diagnosis():
+    from utils.grading import VARIES, CheckFailure, CheckResult, _verdict
+    scaled = "your output is the expected one multiplied by about 1.111 everywhere"
+    results = [CheckResult(f"c{i}", 1, True, passed=False, failure=CheckFailure("wrong", diagnosis=d))
+               for i, d in enumerate([scaled, scaled, f"{VARIES} (3 of 12 entries differed)", scaled])]
+    verdict, lead = _verdict(results)
+    assert verdict.startswith(f"Diagnosis: {VARIES}") and lead[0] == 2

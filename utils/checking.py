@@ -37,7 +37,7 @@ import torch
 from nbformat import NotebookNode
 
 from . import notebooks as nbs
-from .grading import Checker, grader_dir, load_grader, load_references, standing_in
+from .grading import VARIES, Checker, grader_dir, load_grader, load_references, standing_in
 
 #: Seconds the checks of one exercise may take, all calls into the learner's code included.
 EXERCISE_TIME_LIMIT_S = float(os.environ.get("ATTN_EXERCISE_TIME_LIMIT", "10"))
@@ -198,7 +198,7 @@ class GradingChecker(Checker):
             return None  # a BaseException, and goes on up)
         if not changed:
             return None
-        return (f"your output changes from one call to the next with the same inputs ({changed} of "
+        return (f"{VARIES} ({changed} of "
                 f"{returned.numel()} entries differed when the same call was made again): something random runs "
                 f"where the result must be deterministic — dropout where none belongs or in eval mode (an nn.Dropout "
                 f"module follows .eval(); F.dropout needs training=self.training), or torch.rand/randn in the "

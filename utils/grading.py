@@ -51,6 +51,8 @@ TOLERANCE: dict[str, float] = {"rtol": 1e-4, "atol": 1e-5}
 CHECK_TIME_LIMIT_S = float(os.environ.get("ATTN_CHECK_TIME_LIMIT", "20"))
 #: After one check of an exercise timed out, its remaining checks get this long (the loop is likely everywhere).
 AFTER_TIMEOUT_S = 1.0
+#: How the diagnosis of an answer that changes between identical calls begins (`utils.checking` writes it).
+VARIES = "your output changes from one call to the next with the same inputs"
 #: MIME type of the machine-readable result that ``attn check`` reads from a test cell.
 RESULT_MIME = "application/vnd.attn.check+json"
 #: Environment variable that points at the grader folder when it is not beside ``utils``.
@@ -583,6 +585,9 @@ def _verdict(results: list[CheckResult]) -> tuple[str | None, list[int]]:
             if d:
                 counts[d] = counts.get(d, 0) + 1
         best = max(counts, key=lambda d: counts[d]) if counts else None  # the first of equals: dicts keep order
+        # A random answer makes every other diagnosis a coincidence (dropout that happened to drop nothing looks like
+        # "multiplied by 1/(1 - p)"): where one check saw the answer change, that is the verdict.
+        best = next((d for d in counts if d.startswith(VARIES)), best)
         verdict = f"Diagnosis: {best}" if best else None
         proving = [i for i in failed if best is not None and _diagnosis_of(results[i]) == best]
     order = proving + [i for i in failed if i not in proving]
