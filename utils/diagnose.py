@@ -149,15 +149,20 @@ def _reduced_axis(ad: torch.Tensor, ed: torch.Tensor, close) -> str | None:
     return None
 
 
-def _pieces_added(ad: torch.Tensor, ed: torch.Tensor, close) -> str | None:
-    """One axis of the expected tensor is k times as long as the answer's, and the answer is the sum (or mean) of its
-    k pieces: pieces added (or averaged) where they should be concatenated, e.g. heads summed instead of merged."""
+def _one_differing_axis(ad: torch.Tensor, ed: torch.Tensor) -> int | None:
+    """The one axis along which two tensors of the same rank differ in length, or None."""
     if ad.ndim != ed.ndim:
         return None
     differ = [i for i in range(ed.ndim) if ad.shape[i] != ed.shape[i]]
-    if len(differ) != 1:
+    return differ[0] if len(differ) == 1 else None
+
+
+def _pieces_added(ad: torch.Tensor, ed: torch.Tensor, close) -> str | None:
+    """One axis of the expected tensor is k times as long as the answer's, and the answer is the sum (or mean) of its
+    k pieces: pieces added (or averaged) where they should be concatenated, e.g. heads summed instead of merged."""
+    axis = _one_differing_axis(ad, ed)
+    if axis is None:
         return None
-    axis = differ[0]
     m, n = ad.shape[axis], ed.shape[axis]
     if m < 1 or n % m or n == m or ad.numel() < _MIN_ENTRIES:
         return None
@@ -177,12 +182,9 @@ def _pieces_added(ad: torch.Tensor, ed: torch.Tensor, close) -> str | None:
 def _extra_or_missing_edge(ad: torch.Tensor, ed: torch.Tensor, close) -> str | None:
     """Shapes that differ along one axis only, where dropping the answer's first or last entries (or the expected
     one's) leaves equal tensors: an extra or a missing position at one end (a <bos> kept, a last step lost)."""
-    if ad.ndim != ed.ndim:
+    axis = _one_differing_axis(ad, ed)
+    if axis is None:
         return None
-    differ = [i for i in range(ed.ndim) if ad.shape[i] != ed.shape[i]]
-    if len(differ) != 1:
-        return None
-    axis = differ[0]
     n_a, n_e = ad.shape[axis], ed.shape[axis]
     long, short, extra = (ad, ed, True) if n_a > n_e else (ed, ad, False)
     k = abs(n_a - n_e)
