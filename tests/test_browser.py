@@ -164,8 +164,16 @@ class Page:
             pass
         return True
 
-    def run_all(self) -> None:
-        """Run → Run All Cells, as a learner does; on a busy machine the kernel may still be connecting: retry."""
+    def _unrun(self) -> int:
+        """How many code cells have no execution count (never ran, or ran in a kernel that has since restarted)."""
+        return self.page.evaluate(
+            "() => [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputPrompt')]"
+            ".filter(p => !/\\[[0-9]+\\]/.test(p.textContent)).length")
+
+    def run_all(self, log_path: Path | None = None) -> None:
+        """Run → Run All Cells, as a learner does, until every code cell has run (Run All stops at an error, which
+        the caller's check of the outputs reports). On a busy machine the kernel may still be connecting, or be
+        restarted under the click (JupyterLab then clears the queue and no output appears): retry, three times."""
         for _attempt in range(3):
             self.page.get_by_role("menuitem", name="Run", exact=True).click()
             self.page.get_by_text("Run All Cells", exact=True).click()
@@ -173,11 +181,16 @@ class Page:
             while time.monotonic() < deadline and not self._started():
                 self._accept_kernel_dialog()
                 self.page.wait_for_timeout(250)
-            if self._started():
-                break
-        else:
-            pytest.fail("Run All Cells ran nothing (three tries)")
-        self.wait_idle()
+            if not self._started():
+                continue
+            self.wait_idle()
+            self.page.wait_for_timeout(1000)  # the last outputs are drawn after the kernel reports idle
+            if not self._unrun() or self.errors_in_outputs():
+                return
+        prompts = self.page.evaluate(
+            "() => [...document.querySelectorAll('.jp-Notebook .jp-InputPrompt')].map(p => p.textContent).join(' ')")
+        log = log_path.read_text()[-3000:] if log_path else ""
+        pytest.fail(f"Run All Cells did not run every cell (three tries); prompts: {prompts}\nserver log:\n{log}")
 
     def open_notebook(self, rel: str) -> None:
         self.open(f"/lab/tree/{rel}")
@@ -235,7 +248,7 @@ def test_learner_and_instructor_in_the_browser(lab, browser):
     # Run All on the blank student copy: no error output, every test table says "not implemented yet".
     t0 = time.monotonic()
     tab.open_notebook(f"notebooks/{NB}/{NB}.ipynb")
-    tab.run_all()
+    tab.run_all(log_path)
     timings["run all (blank)"] = time.monotonic() - t0
     tab.shot("2-blank-run-all")
     assert tab.errors_in_outputs() == []
