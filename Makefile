@@ -22,6 +22,7 @@ lab: install
 	$(BIN)/attn lab $(LAB_ARGS)
 
 test: install
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n $(JOBS)
 
 bench: install

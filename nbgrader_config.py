@@ -11,13 +11,22 @@ from pathlib import Path
 
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import (
-    AssignLatePenalties, CheckCellMetadata, ClearHiddenTests, ClearOutput, DeduplicateIds, GetGrades, IgnorePattern,
-    LimitOutput, OverwriteCells, OverwriteKernelspec, SaveAutoGrades,
+    AssignLatePenalties,
+    CheckCellMetadata,
+    ClearHiddenTests,
+    ClearOutput,
+    DeduplicateIds,
+    GetGrades,
+    IgnorePattern,
+    LimitOutput,
+    OverwriteCells,
+    OverwriteKernelspec,
+    SaveAutoGrades,
 )
 
 from utils.autograde import GradeInWorker, KeepCourseCells
-from utils.submissions import install as use_safe_converters
 from utils.sanitize import SanitizeSubmission
+from utils.submissions import install as use_safe_converters
 
 c = get_config()  # noqa: F821 - provided by nbgrader
 

@@ -8,8 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from utils.attention_variants import attention
-from utils.attention_variants import PASSED_IN_PLACE_OF, passed_in_place_of
+from utils.attention_variants import PASSED_IN_PLACE_OF, attention, passed_in_place_of
 from utils.grading import CheckFailure, CheckTimeout, LocalPart, Mistake, expect_pair, load_weights, standing_in
 
 NOTEBOOK = "02_scaled_dot_product_attention"

@@ -10,8 +10,17 @@ from torch import nn
 
 from utils.attention_variants import undefined_as as _undefined_as
 from utils.diagnose import count_diagnosis
-from utils.grading import (CheckFailure, CheckTimeout, LocalPart, Mistake, expect_pair, load_grader, load_weights, local_object,
-                           standing_in)
+from utils.grading import (
+    CheckFailure,
+    CheckTimeout,
+    LocalPart,
+    Mistake,
+    expect_pair,
+    load_grader,
+    load_weights,
+    local_object,
+    standing_in,
+)
 
 NOTEBOOK = "06_grouped_query_attention"
 FAMILY = "2. One family: MHA, GQA, MQA"

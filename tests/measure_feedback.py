@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from utils import notebooks as nbs
+from utils import notebooks as nbs  # noqa: E402 - run as a script, the repository is put on sys.path first
 
 CLASSES = ["named", "misnamed", "pointed", "counts-only", "not caught"]
 UNMEASURED = ["anchor not found", "error"]

@@ -6,7 +6,15 @@ import pytest
 
 from utils import corpus
 from utils.corpus import (
-    Pair, Vocab, corpus_stats, is_reordered, make_corpus, read_pairs, split_pairs, tokenize, write_pairs,
+    Pair,
+    Vocab,
+    corpus_stats,
+    is_reordered,
+    make_corpus,
+    read_pairs,
+    split_pairs,
+    tokenize,
+    write_pairs,
 )
 
 FINITE = {f for v in corpus._VERBS for f in v[1][:4]} | {"hat", "haben", "ist", "sind"}
@@ -186,7 +194,7 @@ def test_participle_at_the_end_of_a_main_clause(pairs):
 def test_plural_agreement(pairs):
     """hat/ist translate has, haben/sind have; a present-tense English verb in -s gives the German 3rd singular."""
     forms = {}
-    for (b, s3, past, part), (d3s, d3p, dps, dpp, dpart), *_ in corpus._VERBS:
+    for (b, s3, _past, _part), (d3s, d3p, *_forms), *_ in corpus._VERBS:
         forms[s3] = {d3s}
         forms.setdefault(b, set()).add(d3p)
     counts = {"sg": 0, "pl": 0}

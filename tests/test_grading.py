@@ -79,7 +79,7 @@ def test_warnings_are_recorded_not_printed():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # anything escaping the check would raise here
         with check("warns"):
-            warnings.warn("deprecated thing", UserWarning)
+            warnings.warn("deprecated thing", UserWarning, stacklevel=1)
     report = check.score().report
     assert report["passed"] and "deprecated thing" in report["checks"][0]["message"]
 
@@ -352,7 +352,7 @@ def test_the_table_leads_with_the_verdict_and_folds_every_check_into_details():
         check.close(torch.ones(2), torch.ones(2))
     report = check.score().report
     assert "lead" not in report and "verdict" not in report
-    assert "<details>" not in grading._report_html(report)
+    assert "<details>" not in grading.report_html(report)
 
 
 def test_attn_check_verbose_lists_every_check():

@@ -97,3 +97,47 @@ def test_exchange_release_fetch_submit_collect_autograde_as_two_students(tmp_pat
         alice, bob = (gb.find_submission(assignment, s) for s in ("alice", "bob"))
         assert alice.score == alice.max_score > 0
         assert bob.score == 0
+
+
+def test_attn_autograde_grades_a_class_in_parallel_with_nbgraders_scores(tmp_path):
+    """`attn autograde --jobs 2`: a pool grades ahead, nbgrader's own pass writes the gradebook; every score is what
+    `attn check` gives, a submission nbgrader's steps change is graded again, and a broken file is reported."""
+    import subprocess
+    import sys
+
+    from utils.bench import make_class
+
+    from .conftest import attn_check, planted_copy, plants
+
+    nb = "01_attention_intuition"
+    course = tmp_path / "course"
+    students = make_class(course, nb, 2)  # s000, s001: finished
+    shutil.copy(nbs.release_path(nb), (course / "submitted" / "blank" / nb).mkdir(parents=True) or
+                course / "submitted" / "blank" / nb / f"{nb}.ipynb")
+    plant = plants(nb).MISTAKES[0]
+    planted = planted_copy(nb, [plant], tmp_path / "planted")
+    (course / "submitted" / "planted" / nb).mkdir(parents=True)
+    shutil.copy(planted, course / "submitted" / "planted" / nb / f"{nb}.ipynb")
+    # A locked course cell the learner edited: graded as the course wrote it, by the pool as by nbgrader.
+    edited = nbs.read(planted)
+    locked = next(c for c in edited.cells if c.cell_type == "code" and not nbs.nbgrader_meta(c).get("solution")
+                  and nbs.nbgrader_meta(c).get("locked") and not nbs.is_test_cell(c))
+    locked.source += "\nprint('changed by the learner')"
+    nbs.write(edited, course / "submitted" / "edited" / nb / f"{nb}.ipynb")
+    (course / "submitted" / "broken" / nb).mkdir(parents=True)
+    (course / "submitted" / "broken" / nb / f"{nb}.ipynb").write_text("{not json")
+
+    proc = subprocess.run([sys.executable, "-m", "utils.cli", "autograde", nb, "--jobs", "2"], cwd=course,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]  # the broken file
+    assert "broken: nbgrader could not autograde it" in proc.stdout, proc.stdout
+    assert "6 submissions" in proc.stdout and "5 graded by the pool, 0 again" in proc.stdout, proc.stdout
+    assert "gradebook" in proc.stderr and "100%" in proc.stderr  # tqdm's bars
+
+    full = attn_check(nbs.solution_path(nb))["score"]
+    expected = {**{s: full for s in students}, "blank": 0.0, "planted": attn_check(planted)["score"],
+                "edited": attn_check(planted)["score"]}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        got = {s: gb.find_submission(nb, s).score for s in expected}
+    assert got == expected
+    assert 0 < expected["planted"] < full

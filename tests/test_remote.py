@@ -69,7 +69,7 @@ def _learner_worker():
     """A worker that has run LEARNER's cell; closed when the generator is."""
     zygote = Zygote(nbs.ROOT, [])
     w = Worker(zygote)
-    reply, _ = w._exchange({"op": "run_cell", "source": LEARNER, "name": "learner"}, None, None)
+    reply, _ = w.exchange({"op": "run_cell", "source": LEARNER, "name": "learner"}, None, None)
     assert reply["ok"], reply
     yield w
     w.kill()
@@ -143,7 +143,7 @@ def test_a_worker_past_its_deadline_is_killed(worker):
 
     zygote = worker.zygote
     w = Worker(zygote)
-    w._exchange({"op": "run_cell", "source": LEARNER, "name": "learner"}, None, None)
+    w.exchange({"op": "run_cell", "source": LEARNER, "name": "learner"}, None, None)
     w.deadline = time.monotonic() + 1
     with pytest.raises(WorkerLost, match="timeout"):
         remote(w, "loop")()
@@ -204,9 +204,10 @@ def test_only_calls_that_must_be_deterministic_are_made_again(fresh_worker):
 
 def test_the_checker_diagnoses_a_random_output_while_grading(fresh_worker):
     worker = fresh_worker
-    from utils.checking import GradingChecker
+    from utils.checking import GradingContext
+    from utils.grading import Checker
 
-    check = GradingChecker("noisy", 1, seed=0, hidden=None, worker=worker, started=0.0)
+    check = Checker("noisy", 1, context=GradingContext(seed=0, hidden=None, worker=worker, started=0.0))
     x = torch.randn(50)
     with check("deterministic"):
         check.close(remote(worker, "noisy")(x), x, "output")

@@ -154,12 +154,12 @@ def test_a_fence_inside_the_cell_cannot_close_the_literal_block():
 
 
 def test_clean_html_keeps_the_course_score_table_and_drops_everything_else():
-    from utils.grading import _report_html
+    from utils.grading import report_html
 
     report = {"id": "softmax", "score": 1, "max_score": 3, "graded": True, "checks": [
         {"name": "shape", "passed": True, "hidden": False, "message": ""},
         {"name": "values", "passed": False, "hidden": True, "message": 'your `x` is <img src=x onerror="attnpwn">'}]}
-    table = _report_html(report)
+    table = report_html(report)
     assert audit_html(table) == [], "attn check's own table escapes what the learner's code printed"
     cleaned = clean_html(table)
     assert "color:#1a7f37" in cleaned and "color:#cf222e" in cleaned and "<code>x</code>" in cleaned

@@ -13,9 +13,25 @@ from safetensors.torch import save_file
 from utils import notebooks as nbs
 from utils.corpus import Pair, Vocab, make_corpus, write_pairs
 from utils.translator import (
-    Batches, BufferKVCache, BuiltinMultiHeadAttention, LayerCache, LearnedPositions, TrainConfig, Trainer, Translator,
-    _check_kv_cache, _check_mha, _check_positional, builtin_decoder_mask, alignment_accuracy, bleu, builtin_causal_mask, load_checkpoint, load_parts,
-    read_checkpoint, save_checkpoint,
+    Batches,
+    BufferKVCache,
+    BuiltinMultiHeadAttention,
+    LayerCache,
+    LearnedPositions,
+    TrainConfig,
+    Trainer,
+    Translator,
+    _check_kv_cache,
+    _check_mha,
+    _check_positional,
+    alignment_accuracy,
+    bleu,
+    builtin_causal_mask,
+    builtin_decoder_mask,
+    load_checkpoint,
+    load_parts,
+    read_checkpoint,
+    save_checkpoint,
 )
 
 SOLUTION_08 = nbs.solution_path("08_transformer_translator")

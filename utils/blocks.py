@@ -5,8 +5,8 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-import sys
 import statistics
+import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any

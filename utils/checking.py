@@ -37,7 +37,7 @@ import torch
 from nbformat import NotebookNode
 
 from . import notebooks as nbs
-from .grading import VARIES, Checker, grader_dir, load_grader, load_references, standing_in
+from .grading import VARIES, CheckContext, Checker, grader_dir, load_grader, load_references, standing_in
 
 #: Seconds the checks of one exercise may take, all calls into the learner's code included.
 EXERCISE_TIME_LIMIT_S = float(os.environ.get("ATTN_EXERCISE_TIME_LIMIT", "10"))
@@ -145,55 +145,51 @@ def free_names(source: str) -> set[str]:
 
 
 # -- the grader's checker -----------------------------------------------------------------------------------------
-class GradingChecker(Checker):
-    """A Checker run by the grader: seeds the learner cannot predict, no alarms (the grader's deadline rules)."""
+class GradingContext(CheckContext):
+    """Checks run by the grader (`utils.grading.CheckContext` says what differs from the learner's kernel)."""
 
-    def __init__(self, exercise: str, points: float, *, seed: int, hidden: tuple[Any, dict] | None,
-                 worker: Any, started: float) -> None:
-        super().__init__(exercise, points)
-        self._seed_base = seed
-        self._preloaded = hidden
-        self._worker = worker
-        self._started = started
-        self._subject: Any = None  # the learner's object for this exercise (a proxy), for `STAND_INS`
+    def __init__(self, *, seed: int, hidden: tuple[Any, dict] | None, worker: Any, started: float,
+                 subject: Any = None) -> None:
+        self.seed_base = seed
+        self.preloaded = hidden  # (the grader module, its references), loaded before any learner code ran
+        self.worker = worker
+        self.started = started
+        self.subject = subject  # the learner's object for this exercise (a proxy), for `STAND_INS`
 
-    @contextlib.contextmanager
-    def __call__(self, name: str, weight: float = 1.0) -> Any:
-        """One check; a visible check of a composite exercise runs it with the grader's parts standing in.
+    def seed(self, checker: Checker, index: int) -> int:
+        digest = hashlib.blake2b(f"{self.seed_base}:{checker.exercise}:{index}".encode(), digest_size=8).digest()
+        return int.from_bytes(digest, "big") >> 2
+
+    def time_limit(self, checker: Checker, seconds: float) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()  # the grader's deadline on the worker rules
+
+    def set_time_limit(self, checker: Checker, seconds: float) -> None:
+        self.worker.deadline = self.started + seconds
+
+    def around(self, checker: Checker, name: str) -> contextlib.AbstractContextManager:
+        """A visible check of a composite exercise runs with the grader's parts standing in.
 
         A grader lists, in `STAND_INS`, the earlier exercises each composite calls by name (02's SelfAttention
         calls scaled_dot_product_attention): while grading, the visible checks then grade the composite on its own,
         as its hidden tests do (they stand the parts in themselves), so a bug in a part costs points once."""
-        parts = None if self._hidden or self._subject is None else self._stand_ins()
-        with super().__call__(name, weight):
-            if parts:
-                with standing_in(self._subject, **parts):
-                    yield
-            else:
-                yield
+        if checker.running_hidden or self.subject is None or self.preloaded is None:
+            return contextlib.nullcontext()
+        parts = getattr(self.preloaded[0], "STAND_INS", {}).get(checker.exercise)
+        parts = parts() if callable(parts) else parts
+        return standing_in(self.subject, **parts) if parts else contextlib.nullcontext()
 
-    def _stand_ins(self) -> dict[str, Any] | None:
-        if self._preloaded is None:
-            return None
-        parts = getattr(self._preloaded[0], "STAND_INS", {}).get(self.exercise)
-        return parts() if callable(parts) else parts
+    def hidden_tests(self, checker: Checker, notebook: str) -> tuple[Any, dict]:
+        if self.preloaded is None:
+            raise KeyError(f"no hidden tests were loaded for {notebook}")
+        module, refs = self.preloaded
+        tests = getattr(module, "HIDDEN_TESTS", {})
+        if checker.exercise not in tests:
+            raise KeyError(f"grader/{notebook}.py has no hidden tests for {checker.exercise!r}")
+        return tests[checker.exercise], refs
 
-    def _check_seed(self, index: int) -> int:
-        digest = hashlib.blake2b(f"{self._seed_base}:{self.exercise}:{index}".encode(), digest_size=8).digest()
-        return int.from_bytes(digest, "big") >> 2
-
-    def _check_limit(self, seconds: float) -> contextlib.AbstractContextManager:
-        return contextlib.nullcontext()
-
-    def _announce(self, report: dict[str, Any]) -> None:
-        pass
-
-    def set_time_limit(self, seconds: float) -> None:
-        self._worker.deadline = self._started + seconds
-
-    def _varies(self, returned: torch.Tensor) -> str | None:
+    def varies(self, checker: Checker, returned: torch.Tensor) -> str | None:
         try:
-            changed = self._worker.varies(returned)
+            changed = self.worker.varies(returned)
         except Exception:  # noqa: BLE001 - asking again is a courtesy: its own failure says nothing (a lost worker is
             return None  # a BaseException, and goes on up)
         if not changed:
@@ -204,16 +200,8 @@ class GradingChecker(Checker):
                 f"module follows .eval(); F.dropout needs training=self.training), or torch.rand/randn in the "
                 f"computation.")
 
-    def hidden(self, notebook: str, *objects: Any) -> None:
-        if self._preloaded is None:
-            raise KeyError(f"no hidden tests were loaded for {notebook}")
-        module, refs = self._preloaded
-        tests = getattr(module, "HIDDEN_TESTS", {})
-        if self.exercise not in tests:
-            raise KeyError(f"grader/{notebook}.py has no hidden tests for {self.exercise!r}")
-        self._hidden = True
-        self._graded = True
-        tests[self.exercise](self, refs, *objects)
+    def announce(self, checker: Checker, report: dict[str, Any]) -> None:
+        pass  # the grader reports the result itself
 
 
 # -- running it ---------------------------------------------------------------------------------------------------
@@ -276,8 +264,9 @@ def _why_missing(steps: list[Step], learner_ids: set[str]) -> dict[str, str]:
 class _Session:
     """A worker and the cells it has run, so that a fresh worker can pick up where a killed one stopped."""
 
-    def __init__(self, zygote: Any, deadline: float) -> None:
+    def __init__(self, zygote: Any, deadline: float, engine: Engine | None = None) -> None:
         self.zygote = zygote
+        self.engine = engine
         self.deadline = deadline
         self.worker: Any = None
         self.done: list[Step] = []
@@ -318,7 +307,7 @@ class _Session:
         limit = COURSE_CELL_TIME_LIMIT_S if step.origin == "course" else LEARNER_CELL_TIME_LIMIT_S
         deadline = min(time.monotonic() + limit, self.deadline)
         try:
-            reply, _ = self.worker._exchange({"op": "run_cell", "source": step.source, "name": step.grade_id or step.origin},
+            reply, _ = self.worker.exchange({"op": "run_cell", "source": step.source, "name": step.grade_id or step.origin},
                                             None, deadline)
         except WorkerLost as exc:
             self.lost = True
@@ -348,7 +337,10 @@ class _Session:
     def close(self) -> None:
         if self.worker is not None:
             self.worker.kill()
-        self.zygote.close()
+        if self.engine is not None:
+            self.engine.release(self.zygote)
+        else:
+            self.zygote.close()
 
 
 def _grader_namespace(source: NotebookNode) -> dict[str, Any]:
@@ -388,15 +380,77 @@ def _result(exercise: str, points: float, checker: Checker | None, override: str
             result["verdict"], result["lead"] = report["verdict"], report["lead"]
         return result
     if checker is not None:
-        checker._settle()
+        checker.settle()
     checks = [] if checker is None else [
         {"name": r.name, "passed": r.passed, "hidden": r.hidden, "message": r.message} for r in checker.results]
     return {"id": exercise, "score": 0.0, "max_score": points, "passed": False,
             "feedback": override or "the test cell did not run", "mistake": None, "checks": checks}
 
 
-def grade(learner: NotebookNode, assignment: str, *, seed: int | None = None) -> Grading:
-    """Grade `learner` (a notebook) as assignment `assignment`; never raises because of the learner's code."""
+class Engine:
+    """Grades notebooks one after another with one warm zygote (`utils.sandbox`), so that each grading after the first
+    skips the seconds of starting Python and importing torch: `with Engine() as engine: engine.check(path)`.
+
+    Between two notebooks the zygote is recycled: every worker and every process they started ends, and every folder
+    the workers could write is emptied, so nothing one notebook's code left behind reaches the next. Where the
+    workers are not isolated (no namespaces here) they could reach the zygote itself, so each notebook then gets a
+    fresh zygote unless `one_learner` says every notebook graded here is the same learner's (their own JupyterLab).
+    """
+
+    def __init__(self, *, one_learner: bool = False) -> None:
+        from .sandbox import isolation
+
+        self.reuse = one_learner or isolation() is None
+        self._zygote: Any = None
+        self.started = 0  # zygotes started: the first, and one after each that could not be recycled
+
+    def zygote(self) -> Any:
+        from .sandbox import Zygote
+
+        hidden = [grader_dir()]
+        if self._zygote is not None and (not self._zygote.alive or self._zygote.hidden != hidden):
+            self._zygote.close()
+            self._zygote = None
+        if self._zygote is None:
+            self._zygote = Zygote(nbs.ROOT, hidden)
+            self.started += 1
+        return self._zygote
+
+    def release(self, zygote: Any) -> None:
+        """After a notebook: recycle the zygote for the next one, or end it."""
+        if self.reuse and zygote is self._zygote:
+            try:
+                zygote.recycle()
+                return
+            except (OSError, EOFError, ValueError):
+                pass
+        zygote.close()
+        if zygote is self._zygote:
+            self._zygote = None
+
+    def grade(self, learner: NotebookNode, assignment: str, *, seed: int | None = None) -> Grading:
+        return grade(learner, assignment, seed=seed, engine=self)
+
+    def check(self, path: str | Path, assignment: str | None = None) -> dict[str, Any]:
+        return check(path, assignment, engine=self)
+
+    def close(self) -> None:
+        if self._zygote is not None:
+            self._zygote.close()
+            self._zygote = None
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.close()
+
+
+def grade(learner: NotebookNode, assignment: str, *, seed: int | None = None, engine: Engine | None = None) -> Grading:
+    """Grade `learner` (a notebook) as assignment `assignment`; never raises because of the learner's code.
+
+    With an `engine`, its warm zygote runs the learner's code; without, a zygote is started for this notebook alone.
+    """
     started = time.monotonic()
     # The grader's own tensors are small (references, catalogued mistakes): one thread computes them fastest, and
     # leaves the cores to the learner's process. Several threads spin against each other on a busy machine (seen:
@@ -404,16 +458,18 @@ def grade(learner: NotebookNode, assignment: str, *, seed: int | None = None) ->
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _grade(learner, assignment, seed=seed, started=started)
+        return _grade(learner, assignment, seed=seed, started=started, engine=engine)
     finally:
         torch.set_num_threads(threads)
 
 
-def _grade(learner: NotebookNode, assignment: str, *, seed: int | None, started: float) -> Grading:
+def _grade(learner: NotebookNode, assignment: str, *, seed: int | None, started: float,
+           engine: Engine | None) -> Grading:
     from .remote import LearnerAbort, RemoteObject, WorkerLost
     from .sandbox import Zygote, isolation
 
-    zygote = Zygote(nbs.ROOT, [grader_dir()])  # starts importing torch & co. while this process loads the rest
+    # A new zygote starts importing torch & co. while this process loads the rest.
+    zygote = engine.zygote() if engine is not None else Zygote(nbs.ROOT, [grader_dir()])
     source = nbs.read(nbs.solution_path(assignment))
     steps = plan(source, learner)
     # Everything the grader needs is loaded before any learner code runs.
@@ -422,7 +478,7 @@ def _grade(learner: NotebookNode, assignment: str, *, seed: int | None, started:
     seed = seed if seed is not None else int(os.environ.get("ATTN_GRADE_SEED", secrets.randbits(60)))
     isolated = isolation() is None
     snapshot = None if isolated else _snapshot()
-    session = _Session(zygote, started + TOTAL_TIME_LIMIT_S)
+    session = _Session(zygote, started + TOTAL_TIME_LIMIT_S, engine)
     results: list[dict[str, Any]] = []
     try:
         for step in steps:
@@ -444,15 +500,16 @@ def _grade(learner: NotebookNode, assignment: str, *, seed: int | None, started:
                 results.append(_result(step.exercise, step.points, None,
                                        "the process that runs your code could not be started again"))
                 continue
-            holder: list[GradingChecker] = []
+            holder: list[Checker] = []
             t0 = time.monotonic()
             worker.deadline = min(t0 + EXERCISE_TIME_LIMIT_S, session.deadline)
 
             def make_checker(exercise: str, points: float = step.points, time_limit: float | None = None,
-                             **_: Any) -> GradingChecker:
-                checker = GradingChecker(exercise, step.points, seed=seed, hidden=hidden, worker=worker, started=t0)
+                             **_: Any) -> Checker:
                 subject = ns.get(exercise)
-                checker._subject = subject if isinstance(subject, RemoteObject) else None
+                context = GradingContext(seed=seed, hidden=hidden, worker=worker, started=t0,
+                                         subject=subject if isinstance(subject, RemoteObject) else None)
+                checker = Checker(exercise, step.points, context=context)
                 if time_limit:
                     checker.set_time_limit(min(float(time_limit), session.deadline - t0))
                 holder.append(checker)
@@ -582,7 +639,7 @@ def identify(path: Path, nb: NotebookNode) -> str:
     return best
 
 
-def check(path: str | Path, assignment: str | None = None) -> dict[str, Any]:
+def check(path: str | Path, assignment: str | None = None, *, engine: Engine | None = None) -> dict[str, Any]:
     """Grade the notebook at `path`; returns the JSON object that `attn check --json` prints."""
     nb_path = nbs.find_notebook(path)
     grader_dir()  # fail early, with advice, when the hidden tests are not available
@@ -590,7 +647,7 @@ def check(path: str | Path, assignment: str | None = None) -> dict[str, Any]:
     if assignment is not None and assignment not in nbs.assignments():
         raise nbs.CourseError(f"no notebook called {assignment!r} in the course (known: {', '.join(nbs.assignments())})")
     chosen = assignment or identify(nb_path, learner)
-    result = grade(learner, chosen)
+    result = grade(learner, chosen, engine=engine)
     out = result.as_json(str(path))
     out["_notes"] = result.notes
     out["_checks"] = {e["id"]: e.get("checks", []) for e in result.exercises}  # for `attn check --verbose`

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 # jsonschema (imported by nbformat) builds a grammar for the "iri" string format when rfc3987_syntax is
 # installed: 1-4 s on every start of `attn`, for a format no notebook uses. Leaving it out changes nothing else.
@@ -100,10 +101,33 @@ def cmd_execute(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_autograde(args: argparse.Namespace) -> int:
+    """Autograde a whole class with a pool of workers; the gradebook gets nbgrader's own scores."""
+    from .autograde import grade_class
+
+    if not Path("nbgrader_config.py").is_file():
+        os.chdir(nbs.ROOT)  # the course's own folder; nbgrader reads nbgrader_config.py from the folder it starts in
+    try:
+        summary = grade_class(args.assignment, jobs=args.jobs, students=args.student or None, force=args.force)
+    except nbs.CourseError as exc:
+        print(f"attn autograde: {exc}", file=sys.stderr)
+        return 2
+    print(f"{summary['assignment']}: {summary['submissions']} submissions in {summary['seconds']:g} s "
+          f"({summary['per minute']:g} a minute, {summary['jobs']} jobs on {summary['cpus']} cores); "
+          f"{summary['graded ahead']} graded by the pool, {summary['graded again']} again in nbgrader's pass")
+    for student in summary["missing"]:
+        print(f"  {student}: no submission of {summary['assignment']} in submitted/ (run `nbgrader collect` first?)")
+    for student, why in summary["failed"].items():
+        print(f"  {student}: nbgrader could not autograde it:\n{why}")
+    return 1 if summary["failed"] or summary["missing"] else 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     """Measure the course's budgets and print them."""
-    from .bench import run
+    from .bench import autograde_figures, run
 
+    if args.autograde:
+        return 0 if autograde_figures(jobs=args.jobs) else 1
     return run(args.assignments or nbs.assignments())
 
 
@@ -130,6 +154,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="grade the file as this assignment (default: from its name, else from its exercise cells)")
     p.set_defaults(func=cmd_check)
 
+    p = sub.add_parser("autograde", help="autograde every submission of an assignment (nbgrader's gradebook), in parallel")
+    p.add_argument("assignment", help="an assignment id such as 02_scaled_dot_product_attention")
+    p.add_argument("--jobs", "-j", type=int, default=max(1, min(4, os.cpu_count() or 1)),
+                   help="processes grading at once (default: the cores, at most 4)")
+    p.add_argument("--student", action="append", metavar="ID", help="only this student (repeat for more)")
+    p.add_argument("--force", action="store_true", help="grade again submissions nbgrader has already autograded")
+    p.set_defaults(func=cmd_autograde)
+
     p = sub.add_parser("references", help="regenerate the hidden tests' reference tensors in grader/")
     p.add_argument("assignments", nargs="*", help="assignment ids (default: all)")
     p.add_argument("--check", action="store_true", help="only report stale reference files (exit 1)")
@@ -141,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench", help="measure the performance budgets and print the figures")
     p.add_argument("assignments", nargs="*", help="assignment ids (default: all)")
+    p.add_argument("--autograde", action="store_true",
+                   help="instead, time `attn autograde` on classes of 40 submissions of 02 and 20 of 08")
+    p.add_argument("--jobs", "-j", type=int, default=2, help="with --autograde: processes grading at once")
     p.set_defaults(func=cmd_bench)
 
     from .translate_cli import add_parsers

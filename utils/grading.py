@@ -44,6 +44,7 @@ from typing import Any
 import torch
 
 from .diagnose import diagnose
+from .failures import CheckFailure, CheckTimeout, Mistake, explained
 
 #: Default tolerance for comparing float32 tensors, stated once for the whole course.
 TOLERANCE: dict[str, float] = {"rtol": 1e-4, "atol": 1e-5}
@@ -59,46 +60,6 @@ RESULT_MIME = "application/vnd.attn.check+json"
 GRADER_ENV = "ATTN_GRADER_DIR"
 
 
-@dataclass(frozen=True)
-class Mistake:
-    """A known wrong answer: what it is called, why it is wrong, and where the notebook explains it."""
-
-    name: str
-    explanation: str
-    section: str
-
-    def describe(self) -> str:
-        """One sentence for the learner naming the mistake and the section to reread."""
-        return f"This matches a known mistake, {self.name}: {self.explanation} — see '{self.section}'."
-
-
-class CheckFailure(AssertionError):
-    """A check failed; the message says what was wrong and, when known, which mistake it matches.
-
-    `candidates` are the catalogued mistakes the failing answer reproduced, in the catalogue's order (`mistake`
-    alone is one candidate); `diagnosis` is the generic one, for when no candidate survives. Which name the learner
-    finally reads is settled when the exercise is scored: a candidate that another comparison of the exercise
-    offered and the answer did not reproduce is dropped (see `Checker._settle`).
-    """
-
-    def __init__(self, message: str, mistake: Mistake | None = None, *,
-                 candidates: tuple[Mistake, ...] | None = None, diagnosis: str | None = None) -> None:
-        self.detail = message  # what was wrong, without the mistake's explanation
-        self.candidates = tuple(candidates) if candidates is not None else ((mistake,) if mistake else ())
-        self.diagnosis = diagnosis
-        self.mistake = self.candidates[0] if self.candidates else None
-        super().__init__(_explained(message, self.mistake, diagnosis))
-
-
-def _explained(detail: str, mistake: Mistake | None, diagnosis: str | None) -> str:
-    """A failure's message: what was wrong, then the known mistake it matches or else the generic diagnosis."""
-    if mistake is not None:
-        return f"{detail} {mistake.describe()}"
-    return f"{detail} Diagnosis: {diagnosis}" if diagnosis else detail
-
-
-class CheckTimeout(Exception):
-    """Raised inside a check that ran past its time limit."""
 
 
 @dataclass
@@ -129,7 +90,7 @@ class Score(float):
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         # Keys sorted all the way down, as nbformat stores them: a freshly run cell then compares equal (nbval).
-        return {"text/html": _report_html(self.report), RESULT_MIME: json.loads(json.dumps(self.report, sort_keys=True))}
+        return {"text/html": report_html(self.report), RESULT_MIME: json.loads(json.dumps(self.report, sort_keys=True))}
 
 
 @contextlib.contextmanager
@@ -194,13 +155,67 @@ def _where(exc: BaseException) -> str:
     return f" (in {frame.name}, line {frame.lineno}: `{code}`)" if code else ""
 
 
-class Checker:
-    """Runs the named checks of one exercise and turns them into a score with feedback."""
+class CheckContext:
+    """Where a `Checker` runs: everything that differs between the learner's kernel and the grader, in one object.
 
-    def __init__(self, exercise: str, points: float, time_limit: float | None = None) -> None:
+    This class is the learner's kernel (a test cell run as written): every rerun sees the same inputs, an alarm
+    stops an endless loop, hidden tests are read from grader/, and under nbgrader's Validate a failure is also said
+    on stderr. While grading, `utils.checking.GradingContext` replaces it: seeds the learner cannot predict, the
+    grader's deadline instead of an alarm, hidden tests loaded before any learner code ran, the grader's parts
+    standing in for earlier exercises around each visible check, and a second call to see whether an output varies.
+    Subclass it, not `Checker`, to run checks somewhere new.
+    """
+
+    def seed(self, checker: Checker, index: int) -> int:
+        """The random seed of the exercise's `index`-th check."""
+        return index + 1
+
+    def time_limit(self, checker: Checker, seconds: float) -> contextlib.AbstractContextManager:
+        """Stops one check after `seconds` (by raising CheckTimeout inside it)."""
+        return _time_limit(seconds)
+
+    def set_time_limit(self, checker: Checker, seconds: float) -> None:
+        """A test cell asks for more time for the whole exercise: only the grader keeps such a clock."""
+
+    def around(self, checker: Checker, name: str) -> contextlib.AbstractContextManager:
+        """Entered around the body of each check, inside it (what it raises fails that check)."""
+        return contextlib.nullcontext()
+
+    def hidden_tests(self, checker: Checker, notebook: str) -> tuple[Callable[..., Any], dict[str, torch.Tensor]]:
+        """The grader's hidden tests for `checker.exercise`, and the reference tensors they compare with."""
+        module = load_grader(notebook)
+        tests = getattr(module, "HIDDEN_TESTS", {})
+        if checker.exercise not in tests:
+            raise KeyError(f"grader/{notebook}.py has no hidden tests for {checker.exercise!r}")
+        return tests[checker.exercise], load_references(notebook)
+
+    def varies(self, checker: Checker, returned: torch.Tensor) -> str | None:
+        """A diagnosis when the wrong output `returned` changes from one call to the next with the same inputs:
+        only the grader can make the call again."""
+        return None
+
+    def announce(self, checker: Checker, report: dict[str, Any]) -> None:
+        """Under nbgrader's Validate button, say what failed on stderr: the dialog shows stderr, not tables."""
+        if os.environ.get("NBGRADER_VALIDATING") and not report["passed"]:
+            print(f"{report['id']}: {report['score']:g} / {report['max_score']:g} points\n{report['feedback']}",
+                  file=sys.stderr)
+
+
+LIVE = CheckContext()
+
+
+class Checker:
+    """Runs the named checks of one exercise and turns them into a score with feedback.
+
+    Where it runs (the learner's kernel, or the grader) is its `context` (`CheckContext`); the checks are the same.
+    """
+
+    def __init__(self, exercise: str, points: float, time_limit: float | None = None, *,
+                 context: CheckContext | None = None) -> None:
         if points <= 0:
             raise ValueError(f"points must be positive, got {points}")
         self.exercise = exercise
+        self.context = context or LIVE
         self.time_limit = time_limit  # seconds for the whole exercise while grading (the grader enforces it)
         self.points = float(points)
         self.results: list[CheckResult] = []
@@ -220,12 +235,13 @@ class Checker:
         self._pending = None
         try:
             limit = AFTER_TIMEOUT_S if self._timed_out else CHECK_TIME_LIMIT_S
-            with self._check_limit(limit), torch.random.fork_rng(devices=[]):
+            with self.context.time_limit(self, limit), torch.random.fork_rng(devices=[]):
                 # A warning printed to stderr would zero the whole cell in nbgrader: record it instead.
                 with warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
-                    torch.manual_seed(self._check_seed(len(self.results)))
-                    yield
+                    torch.manual_seed(self.context.seed(self, len(self.results)))
+                    with self.context.around(self, name):
+                        yield
                     if self._pending is not None:  # a case failed and the others ran: the check fails with it
                         raise self._pending
             result.passed = True
@@ -238,7 +254,7 @@ class Checker:
         except CheckFailure as exc:
             result.failure = exc
             result.mistake = exc.mistake
-            result.message = str(exc)  # provisional: `_settle` words it once the whole exercise has run
+            result.message = str(exc)  # provisional: `settle` words it once the whole exercise has run
         except CheckTimeout:
             self._timed_out = True
             result.message = (
@@ -280,23 +296,21 @@ class Checker:
             if self._pending is None:
                 self._pending = exc
 
-    # Live, in the learner's kernel: every rerun sees the same inputs, and an alarm stops an endless loop.
-    # While grading (utils.checking.GradingChecker) the seeds are secret and the grader's deadline rules.
-    def _check_seed(self, index: int) -> int:
-        return index + 1
+    @property
+    def running_hidden(self) -> bool:
+        """Are the grader's hidden checks running (rather than the test cell's visible ones)?"""
+        return self._hidden
 
-    def _check_limit(self, seconds: float) -> contextlib.AbstractContextManager:
-        return _time_limit(seconds)
+    def set_time_limit(self, seconds: float) -> None:
+        """Give the whole exercise `seconds` while grading (a slow but correct answer needs it)."""
+        self.context.set_time_limit(self, seconds)
 
     def hidden(self, notebook: str, *objects: Any) -> None:
         """Run the grader's hidden checks for this exercise on the learner's `objects`."""
-        module = load_grader(notebook)
-        tests = getattr(module, "HIDDEN_TESTS", {})
-        if self.exercise not in tests:
-            raise KeyError(f"grader/{notebook}.py has no hidden tests for {self.exercise!r}")
+        tests, references = self.context.hidden_tests(self, notebook)
         self._hidden = True
         self._graded = True
-        tests[self.exercise](self, load_references(notebook), *objects)
+        tests(self, references, *objects)
 
     # -- assertions used inside checks ----------------------------------------------------
     def close(
@@ -332,7 +346,7 @@ class Checker:
             # The generic diagnosis (utils.diagnose never quotes an expected value) is what the learner reads when
             # no catalogued mistake survives: none matched here, or another comparison ruled out those that did.
             # Randomness first: a random answer can look like a simple transformation on a small input by chance.
-            found = self._varies(returned) or diagnose(actual, expected, rtol=tol["rtol"], atol=tol["atol"])
+            found = self.context.varies(self, returned) or diagnose(actual, expected, rtol=tol["rtol"], atol=tol["atol"])
             raise CheckFailure(message, candidates=matched, diagnosis=found)
 
         if actual.shape != expected.shape:
@@ -362,12 +376,6 @@ class Checker:
             raise CheckFailure(f"{what} should be a torch.Tensor, got {type_name(actual)}.")
         if tuple(actual.shape) != tuple(expected):
             raise CheckFailure(f"{what} has shape {tuple(actual.shape)}, expected {tuple(expected)}.")
-
-    def _varies(self, returned: torch.Tensor) -> str | None:
-        """A diagnosis when the wrong output changes from one call to the next with the same inputs.
-
-        Only while grading (`utils.checking.GradingChecker`), where the call that returned it can be made again."""
-        return None
 
     def batched(self, fn: Callable[..., Any], args: tuple[Any, ...], batched: tuple[bool, ...], lead: int,
                 expected: torch.Tensor, what: str, mistake: Mistake,
@@ -469,7 +477,7 @@ class Checker:
             raise CheckFailure(message, mistake, diagnosis=diagnosis)
 
     # -- the result ----------------------------------------------------------------------
-    def _settle(self) -> None:
+    def settle(self) -> None:
         """Name each failed check's mistake now that every comparison of the exercise has run.
 
         A wrong name is worse than none: a catalogued mistake is named only if no comparison that offered it found
@@ -488,13 +496,13 @@ class Checker:
                 # Explained once per exercise: the feedback should read as advice, not as a wall of repeats.
                 r.message = f"{exc.detail} (the same known mistake, {r.mistake.name})"
             else:
-                r.message = _explained(exc.detail, r.mistake, exc.diagnosis)
+                r.message = explained(exc.detail, r.mistake, exc.diagnosis)
             if r.mistake is not None:
                 named.add(r.mistake)
 
     def score(self) -> Score:
         """The points earned, as a float nbgrader reads and a report JupyterLab shows."""
-        self._settle()
+        self.settle()
         total = sum(r.weight for r in self.results)
         earned = sum(r.weight for r in self.results if r.passed)
         value = 0.0 if self.not_implemented or total == 0 else round(self.points * earned / total, 2)
@@ -527,14 +535,8 @@ class Checker:
             # Only a failed exercise carries these: a passed one's report (stored in the notebooks) stays as it was.
             report["verdict"] = verdict
             report["lead"] = lead
-        self._announce(report)
+        self.context.announce(self, report)
         return Score(value, report)
-
-    def _announce(self, report: dict[str, Any]) -> None:
-        """Under nbgrader's Validate button, say what failed on stderr: the dialog shows stderr, not tables."""
-        if os.environ.get("NBGRADER_VALIDATING") and not report["passed"]:
-            print(f"{report['id']}: {report['score']:g} / {report['max_score']:g} points\n{report['feedback']}",
-                  file=sys.stderr)
 
 
 #: How many failed checks the feedback shows under its verdict; the rest are one flag away (`attn check --verbose`,
@@ -607,9 +609,9 @@ def _line(r: CheckResult, verdict: str | None) -> str:
     if exc is None:
         return r.message
     if r.mistake is not None:
-        return exc.detail if verdict == r.mistake.describe() else _explained(exc.detail, r.mistake, None)
+        return exc.detail if verdict == r.mistake.describe() else explained(exc.detail, r.mistake, None)
     if exc.diagnosis and verdict != f"Diagnosis: {exc.diagnosis}":
-        return _explained(exc.detail, None, exc.diagnosis)
+        return explained(exc.detail, None, exc.diagnosis)
     return exc.detail
 
 
@@ -672,15 +674,20 @@ class LocalPart:
     name: str
 
 
+def in_worker(obj: Any) -> bool:
+    """Is `obj` the grader's proxy for an object in the learner's process (a `utils.remote.RemoteObject`)? Asked of
+    its real type, which the proxy cannot forward, so that this module needs nothing of the grader's side."""
+    return getattr(type(obj), "_attn_remote_type", None) is not None
+
+
 def local_object(beside: Any, part: LocalPart) -> Any:
     """The course's `part` (a class or function of `utils.attention_variants.LOCAL_PARTS`) where `beside` lives: in
     the learner's process while grading (a proxy, like the learner's own objects), else the object itself. A check
     that must isolate one exercise from another uses it, e.g. the course's KV cache passed to the learner's module."""
     from .attention_variants import local_part
-    from .remote import RemoteObject
 
-    if isinstance(beside, RemoteObject):
-        return RemoteObject(beside._attn_worker, {"local": part.name}, {"type": part.name})
+    if in_worker(beside):
+        return beside._attn_part(part.name)
     return local_part(part.name)
 
 
@@ -696,9 +703,7 @@ def standing_in(obj: Any, **parts: Callable[..., Any] | LocalPart) -> Iterator[N
     name the learner's code does not read is left alone, and code that inlined the part keeps its own; a name it
     reads that is not defined (the cell defining it has a SyntaxError) is stood in for as well, and removed again.
     """
-    from .remote import RemoteObject
-
-    if isinstance(obj, RemoteObject):
+    if in_worker(obj):
         with obj._attn_worker.standing_in(obj._attn_ref, parts):
             yield
         return
@@ -714,16 +719,7 @@ def standing_in(obj: Any, **parts: Callable[..., Any] | LocalPart) -> Iterator[N
 
 def type_name(obj: Any) -> str:
     """The name of `obj`'s type, also for an object that lives in the learner's process while grading."""
-    remote = getattr(type(obj), "_attn_remote_type", None)
-    return obj._attn_remote_type if remote is not None else type(obj).__name__
-
-
-def _proc_status_kib(pid: int | str, field: str) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise KeyError(field)
+    return obj._attn_remote_type if in_worker(obj) else type(obj).__name__
 
 
 def peak_memory(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, int]:
@@ -818,7 +814,7 @@ def _inline_code(text: str) -> str:
     return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts)) if len(parts) % 2 else html.escape(text)
 
 
-def _report_html(report: dict[str, Any]) -> str:
+def report_html(report: dict[str, Any]) -> str:
     """The table a test cell shows: one row per check, what passed, and what to fix."""
     cell = 'style="text-align:left; vertical-align:top; padding:2px 8px"'
     verdict = report.get("verdict")

@@ -13,11 +13,7 @@ that changes one of its tensor arguments in place fails with a message: the grad
 
 from __future__ import annotations
 
-import json
 import os
-import select
-import socket
-import struct
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -27,13 +23,9 @@ from typing import Any
 
 import torch
 
-from .grading import CheckFailure
+from .failures import CheckFailure
+from .protocol import MAX_ITEMS, MAX_TEXT, ProtocolError, pack, receive
 
-FRAME = struct.Struct("!IQ")  # header length, payload length
-MAX_HEADER = 64 * 2**20
-MAX_PAYLOAD = 2**30
-MAX_ITEMS = 100_000  # elements of a list, tuple, dict or iterator sent in one message
-MAX_TEXT = 2_000  # characters of any string that comes back (error messages, reprs)
 REPLAY_S = 1.0  # a call that took longer is not made a second time to see whether its result varies
 
 #: Exceptions a learner's code may raise that the grader re-raises as themselves (checks may expect them).
@@ -45,65 +37,6 @@ _BUILTIN_ERRORS: dict[str, type[Exception]] = {
         RecursionError, UnboundLocalError, ImportError, ModuleNotFoundError,
     )
 }
-
-
-# -- framing ----------------------------------------------------------------------------------------------
-class ProtocolError(Exception):
-    """A message that does not follow the protocol (too big, not JSON, wrong fields)."""
-
-
-def pack(header: dict[str, Any], tensors: dict[str, torch.Tensor] | None = None) -> bytes:
-    """One framed message: the JSON header and the tensors as one safetensors blob."""
-    from safetensors.torch import save
-
-    payload = save(tensors) if tensors else b""
-    head = json.dumps(header).encode()
-    return FRAME.pack(len(head), len(payload)) + head + payload
-
-
-def unpack_tensors(payload: bytes) -> dict[str, torch.Tensor]:
-    """Tensors from a safetensors blob: plain CPU tensors, whatever the sender held."""
-    from safetensors.torch import load
-
-    if not payload:
-        return {}
-    try:
-        tensors = load(payload)
-    except Exception as exc:  # noqa: BLE001 - any damage is the sender's problem
-        raise ProtocolError(f"unreadable tensor data ({type(exc).__name__})") from None
-    return {k: v for k, v in tensors.items() if type(v) is torch.Tensor}
-
-
-def _read_exactly(sock: socket.socket, n: int, deadline: float | None) -> bytes:
-    chunks, got = [], 0
-    while got < n:
-        if deadline is not None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError
-            ready, _, _ = select.select([sock], [], [], remaining)
-            if not ready:
-                raise TimeoutError
-        chunk = sock.recv(min(n - got, 1 << 20))
-        if not chunk:
-            raise EOFError
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
-
-
-def receive(sock: socket.socket, deadline: float | None = None) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-    """Read one framed message (TimeoutError past `deadline`, EOFError when the other side is gone)."""
-    head_len, payload_len = FRAME.unpack(_read_exactly(sock, FRAME.size, deadline))
-    if head_len > MAX_HEADER or payload_len > MAX_PAYLOAD:
-        raise ProtocolError(f"a message of {head_len + payload_len} bytes is over the limit")
-    try:
-        header = json.loads(_read_exactly(sock, head_len, deadline))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise ProtocolError("a message header that is not JSON") from None
-    if not isinstance(header, dict):
-        raise ProtocolError("a message header that is not a JSON object")
-    return header, unpack_tensors(_read_exactly(sock, payload_len, deadline))
 
 
 # -- what crosses the boundary ------------------------------------------------------------------------------
@@ -196,7 +129,7 @@ class Worker:
         self.callbacks: dict[str, Any] = {}  # name -> the grader's function standing in for the learner's
         # The last calls whose result held tensors: (callee, args, kwargs, those tensors), to ask a second time.
         self.recent: deque[tuple[RemoteObject, tuple, dict[str, Any], list[torch.Tensor]]] = deque(maxlen=8)
-        self._exchange({"op": "hello"}, None, time.monotonic() + ready_timeout)
+        self.exchange({"op": "hello"}, None, time.monotonic() + ready_timeout)
 
     @property
     def alive(self) -> bool:
@@ -217,7 +150,7 @@ class Worker:
         self.zygote.kill_worker(self.pid)
         self.sock.close()
 
-    def _exchange(
+    def exchange(
         self, header: dict[str, Any], tensors: dict[str, torch.Tensor] | None, deadline: float | None
     ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         if not self.alive:
@@ -243,7 +176,7 @@ class Worker:
         self, header: dict[str, Any], tensors: dict[str, torch.Tensor] | None = None, deadline: float | None = None
     ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """Send one request and wait (until `deadline`, else the worker's current one) for its reply."""
-        reply, payload = self._exchange(header, tensors, deadline if deadline is not None else self.deadline)
+        reply, payload = self.exchange(header, tensors, deadline if deadline is not None else self.deadline)
         if reply.get("ok") is not True:
             _raise_learner_error(reply.get("error"), self.names)
         return reply, payload
@@ -390,9 +323,9 @@ class Worker:
         return value
 
     def _status_kib(self, field: str) -> int:
-        from .grading import _proc_status_kib
+        from .sandbox import proc_status_kib
 
-        return _proc_status_kib(self.pid, field)
+        return proc_status_kib(self.pid, field)
 
     def _reset_peak(self) -> int:
         with open(f"/proc/{self.pid}/clear_refs", "w") as f:
@@ -496,6 +429,10 @@ class RemoteObject:
         object.__setattr__(self, "_attn_ref", ref)
         object.__setattr__(self, "_attn_remote_type", str(info.get("type", ref.get("global", "object")))[:100])
         object.__setattr__(self, "_attn_class", _local_class(info.get("mro")))
+
+    def _attn_part(self, name: str) -> RemoteObject:
+        """The course's local part `name` in the same learner process (see `utils.grading.local_object`)."""
+        return RemoteObject(self._attn_worker, {"local": name}, {"type": name})
 
     @property  # type: ignore[misc]
     def __class__(self) -> type:  # isinstance(obj, nn.Module) works for the learner's modules

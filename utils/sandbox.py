@@ -56,6 +56,16 @@ PRELOAD = ("torch", "IPython.core.interactiveshell", "matplotlib.pyplot", "seabo
 MEMORY_MB = int(os.environ.get("ATTN_WORKER_MEMORY_MB", "6144"))
 
 
+def start_method() -> str:
+    """How the zygote starts a worker: "fork" (a copy of itself, torch already imported: ready in milliseconds) on
+    Linux, or "spawn" (a fresh interpreter that imports torch itself: seconds) where forking a process that has
+    imported torch is unsafe (macOS). $ATTN_WORKER_START chooses; CI forces "spawn" on Linux for the grading tests."""
+    chosen = os.environ.get("ATTN_WORKER_START") or ("fork" if sys.platform.startswith("linux") else "spawn")
+    if chosen not in ("fork", "spawn"):
+        raise ValueError(f"ATTN_WORKER_START must be 'fork' or 'spawn', not {chosen!r}")
+    return chosen
+
+
 def limits() -> dict[str, tuple[int, int]]:
     """Resource limits of a worker (soft, hard): it cannot raise them."""
     mem = MEMORY_MB * 2**20
@@ -121,6 +131,15 @@ def _masks(course_root: Path, hidden: list[Path]) -> list[str]:
     return sorted(set(masks), key=len)
 
 
+def proc_status_kib(pid: int | str, field: str) -> int:
+    """A field of /proc/PID/status, in KiB (VmHWM: the peak resident memory; VmRSS: the current)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise KeyError(field)
+
+
 def _children(pid: int) -> list[int]:
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
@@ -134,6 +153,7 @@ class Zygote:
 
     def __init__(self, course_root: Path, hidden: list[Path]) -> None:
         self.isolated = isolation() is None
+        self.hidden = hidden
         ours, theirs = socket.socketpair()
         self.control = ours
         fd = theirs.fileno()
@@ -141,14 +161,15 @@ class Zygote:
             home = "/tmp/work"
             config = {"fd": fd, "keep": _keep_paths(course_root), "masks": _masks(course_root, hidden),
                       "env": worker_env(home, course_root), "isolated": True, "home": home,
-                      "userns": not _as_root()}
+                      "userns": not _as_root(), "start": start_method()}
             cmd = [shutil.which("unshare") or "unshare", *namespace_flags(), "--kill-child", sys.executable, "-m",
                    "utils.sandbox", json.dumps(config)]
             env = {**os.environ, "PYTHONPATH": str(course_root)}
         else:
             home = tempfile.mkdtemp(prefix="attn-worker-")
             self.token = f"attn-{os.getpid()}-{time.monotonic_ns()}"
-            config = {"fd": fd, "env": worker_env(home, course_root, self.token), "isolated": False, "home": home}
+            config = {"fd": fd, "env": worker_env(home, course_root, self.token), "isolated": False, "home": home,
+                      "start": start_method()}
             cmd = [sys.executable, "-m", "utils.sandbox", json.dumps(config)]
             env = {**os.environ, "PYTHONPATH": str(course_root)}
         self.home = home
@@ -216,6 +237,32 @@ class Zygote:
                     break
         self.workers.append(host)
         return ours, host
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def recycle(self, timeout: float = 30.0) -> None:
+        """Make the zygote as good as new for the next notebook: every worker and every process they started ends,
+        and the workers' home folder is emptied (one learner's files must never reach the next one's code)."""
+        if not self.isolated:
+            for pid in self.workers:
+                self.kill_worker(pid)
+            self._kill_strays()
+        self.workers.clear()
+        self.control.settimeout(timeout)
+        try:
+            self.control.sendall(b'{"op": "recycle"}\n')
+            reply = b""
+            while not reply.endswith(b"\n"):
+                chunk = self.control.recv(4096)
+                if not chunk:
+                    raise EOFError("the zygote ended")
+                reply += chunk
+        finally:
+            self.control.settimeout(None)
+        if json.loads(reply).get("ok") is not True:
+            raise OSError(f"the zygote could not be recycled: {reply[:200]!r}")
 
     def kill_worker(self, pid: int) -> None:
         try:
@@ -321,8 +368,67 @@ def _become_worker(libc: Any, config: dict[str, Any], fd: int) -> None:
     os._exit(code or 0)
 
 
+def _prepare_home(config: dict[str, Any]) -> None:
+    """The workers' home as a fresh worker expects it: matplotlib's config folder, owned by the worker's user."""
+    os.makedirs(os.environ["MPLCONFIGDIR"], exist_ok=True)
+    if config["isolated"] and not config.get("userns"):
+        os.chown(config["home"], NOBODY, NOBODY)
+        for root, dirs, files in os.walk(os.environ["MPLCONFIGDIR"]):
+            os.chown(root, NOBODY, NOBODY)
+            for name in dirs + files:
+                os.chown(os.path.join(root, name), NOBODY, NOBODY)
+
+
+def _empty(folder: str) -> None:
+    """Remove everything in `folder` that lies on its own file system (what is bound into it stays)."""
+    try:
+        device = os.lstat(folder).st_dev
+    except OSError:
+        return
+    found: list[str] = []
+    for root, dirs, files in os.walk(folder, topdown=True):
+        links = [d for d in dirs if os.path.islink(os.path.join(root, d))]
+        dirs[:] = [d for d in dirs if d not in links and os.lstat(os.path.join(root, d)).st_dev == device]
+        found += [os.path.join(root, d) for d in dirs]
+        for name in files + links:
+            try:
+                os.unlink(os.path.join(root, name))
+            except OSError:
+                pass
+    for path in reversed(found):  # deepest first
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass  # it holds a mount point: it stays, empty
+
+
+def _recycle(config: dict[str, Any]) -> bool:
+    """Everything the workers may have written goes: isolated, every empty file system put over a folder (the
+    private /tmp with the workers' home, /dev/shm, ...); otherwise the workers' home. True when the home is as new."""
+    for folder in config.get("masks", []) if config["isolated"] else [config["home"]]:
+        _empty(folder)
+    os.makedirs(config["home"], mode=0o700, exist_ok=True)
+    _prepare_home(config)
+    return [e.name for e in os.scandir(config["home"])] == [".config"]
+
+
+def _spawn_worker(config: dict[str, Any], fd: int) -> int:
+    """Start a worker as a fresh interpreter (fork and exec in C, no Python between them) that inherits only `fd`."""
+    argv = [sys.executable, "-m", "utils.sandbox", "--worker", json.dumps({**config, "fd": fd})]
+    # From "/": `python -m` puts its folder first on sys.path, and the workers' home is theirs to write.
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, pass_fds=(fd,), close_fds=True, cwd="/")
+    proc.returncode = 0  # reaped by the kernel (SIGCHLD is ignored here): Popen must not wait for it
+    return proc.pid
+
+
+def spawned_worker(config: dict[str, Any]) -> None:
+    """`python -m utils.sandbox --worker CONFIG`: the spawn path's worker, set up exactly as a forked one."""
+    _become_worker(ctypes.CDLL(None, use_errno=True), config, config["fd"])
+
+
 def zygote(config: dict[str, Any]) -> None:
-    """Import the heavy libraries once, then fork one worker per request until the grader goes away."""
+    """Import the heavy libraries once, then start one worker per request (fork, or spawn: `start_method`) until
+    the grader goes away."""
     libc = ctypes.CDLL(None, use_errno=True)
     if config["isolated"]:
         _hide_everything(libc, config)
@@ -335,11 +441,7 @@ def zygote(config: dict[str, Any]) -> None:
     if config.get("userns"):
         # Workers run as the same user here: ptrace and /proc/<pid>/mem must not reach the zygote's capabilities.
         libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    elif config["isolated"]:
-        os.chown(os.environ["MPLCONFIGDIR"], NOBODY, NOBODY)
-        for root, dirs, files in os.walk(os.environ["MPLCONFIGDIR"]):
-            for name in dirs + files:
-                os.chown(os.path.join(root, name), NOBODY, NOBODY)
+    _prepare_home(config)
     control = socket.socket(fileno=config["fd"])
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     while True:
@@ -354,12 +456,20 @@ def zygote(config: dict[str, Any]) -> None:
                 os.kill(-1, signal.SIGKILL)  # as PID 1: every process of the namespace but this one
             except ProcessLookupError:
                 pass
-        pid = os.fork()
-        if pid == 0:
-            control.close()
-            for extra in fds[1:]:
-                os.close(extra)
-            _become_worker(libc, config, fds[0])
+        if json.loads(msg.decode().splitlines()[0]).get("op") == "recycle":
+            for fd in fds:
+                os.close(fd)
+            control.sendall(json.dumps({"ok": _recycle(config)}).encode() + b"\n")
+            continue
+        if config.get("start") == "spawn":
+            pid = _spawn_worker(config, fds[0])
+        else:
+            pid = os.fork()
+            if pid == 0:
+                control.close()
+                for extra in fds[1:]:
+                    os.close(extra)
+                _become_worker(libc, config, fds[0])
         for fd in fds:
             os.close(fd)
         control.sendall(json.dumps({"pid": pid}).encode() + b"\n")
@@ -372,4 +482,7 @@ def zygote(config: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    zygote(json.loads(sys.argv[1]))
+    if sys.argv[1] == "--worker":
+        spawned_worker(json.loads(sys.argv[2]))
+    else:
+        zygote(json.loads(sys.argv[1]))

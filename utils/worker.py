@@ -16,7 +16,7 @@ import traceback
 import types
 from typing import Any
 
-from .remote import MAX_ITEMS, MAX_PAYLOAD, MAX_TEXT, ProtocolError, pack, receive
+from .protocol import MAX_ITEMS, MAX_PAYLOAD, MAX_TEXT, REQUESTS, ProtocolError, pack, receive
 
 ERROR_WHERE_FRAMES = ("<cell ",)
 
@@ -421,9 +421,7 @@ def main(argv: list[str]) -> int:
     sock = socket.socket(fileno=int(argv[1]))
     worker = Worker()
     worker.sock = sock
-    ops = {"run_cell": worker.run_cell, "call": worker.call, "backward": worker.backward, "getattr": worker.getattr,
-           "iter": worker.iter, "len": worker.len, "getitem": worker.getitem, "reset": worker.reset,
-           "hello": worker.hello, "substitute": worker.substitute, "restore": worker.restore}
+    ops = {name: getattr(worker, name) for name in REQUESTS}
     while True:
         try:
             msg, tensors = receive(sock)

@@ -1,0 +1,91 @@
+"""The warm grading engine (`utils.checking.Engine`): one zygote grades notebook after notebook, and nothing one
+notebook's code leaves behind (files in its home, processes it started) reaches the next notebook's grade."""
+
+from __future__ import annotations
+
+import pytest
+
+from utils import notebooks as nbs
+from utils.checking import Engine
+from utils.sandbox import Zygote, isolation
+
+from .conftest import by_id, planted_copy
+
+NB = "01_attention_intuition"
+# The softmax cell looks for what an earlier notebook may have left, leaves it itself, and starts a process that
+# outlives its cell; its softmax is wrong wherever it found anything.
+LEAVES_SOMETHING = {
+    "cell": "softmax",
+    "old": "def softmax(",
+    "new": ("import os, subprocess, sys\n"
+            "_PLACES = [os.path.expanduser('~/left.txt'), os.path.expanduser('~/.cache/left/x'), '/tmp/left.txt']\n"
+            "FOUND = [p for p in _PLACES if os.path.exists(p)]\n"
+            "for _d in filter(str.isdigit, os.listdir('/proc')):\n"
+            "    try:\n"
+            "        FOUND += [_d] if b'attn-left-behind' in open(f'/proc/{_d}/cmdline', 'rb').read() else []\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "for _p in _PLACES:\n"
+            "    try:\n"
+            "        os.makedirs(os.path.dirname(_p), exist_ok=True)\n"
+            "        open(_p, 'w').write('left behind')\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "_LINGER = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)  # attn-left-behind'])\n"
+            "\n"
+            "def softmax("),
+    "exercise": "softmax",
+}
+SPOILED = {"cell": "softmax", "old": "    return e / e.sum(dim=dim, keepdim=True)",
+           "new": "    return e / e.sum(dim=dim, keepdim=True) + (1.0 if FOUND else 0.0)"}
+
+
+def _grade_twice(engine: Engine, path) -> tuple[dict, dict]:
+    return by_id(engine.check(path)), by_id(engine.check(path))
+
+
+@pytest.mark.skipif(isolation() is not None, reason="without isolation each notebook gets its own zygote anyway")
+def test_nothing_one_notebook_leaves_reaches_the_next(tmp_path, monkeypatch):
+    path = planted_copy(NB, [LEAVES_SOMETHING, SPOILED], tmp_path)
+    with Engine() as engine:
+        first, second = _grade_twice(engine, path)
+        assert engine.started == 1, "the zygote was recycled, not replaced"
+    assert first["softmax"]["passed"], first["softmax"]
+    assert second["softmax"]["passed"], ("the second grading found what the first left behind", second["softmax"])
+    # The control: a zygote that is not recycled between notebooks shows the leftovers (so the check above can fail).
+    monkeypatch.setattr(Zygote, "recycle", lambda self, timeout=30.0: None)
+    with Engine() as engine:
+        first, second = _grade_twice(engine, path)
+    assert first["softmax"]["passed"] and not second["softmax"]["passed"], (first["softmax"], second["softmax"])
+
+
+def test_an_engine_grades_like_a_fresh_start_and_survives_a_lost_zygote(tmp_path):
+    """Warm or cold, the same scores; a zygote that died between notebooks is replaced, not reported as an error."""
+    from utils.checking import check
+
+    solution, blank = nbs.solution_path(NB), nbs.release_path(NB)
+    cold = {p: check(p) for p in (solution, blank)}
+    with Engine() as engine:
+        for p in (solution, blank, solution):
+            warm = engine.check(p)
+            assert warm["score"] == cold[p]["score"] and warm["max_score"] == cold[p]["max_score"], warm
+        engine._zygote.close()  # as if the machine killed it
+        assert engine.check(solution)["score"] == cold[solution]["score"]
+        assert engine.started == 2
+    assert cold[solution]["score"] == cold[solution]["max_score"] > 0 == cold[blank]["score"]
+
+
+SPAWNED_ONLY = {"cell": "softmax", "old": "    return e / e.sum(dim=dim, keepdim=True)",
+                "new": ("    spawned = '--worker' in open('/proc/self/cmdline').read()\n"
+                        "    return e / e.sum(dim=dim, keepdim=True) + (0.0 if spawned else 1.0)")}
+
+
+@pytest.mark.parametrize("start", ["spawn", "fork"])
+def test_workers_start_by_spawn_where_asked(start, tmp_path, monkeypatch):
+    """ATTN_WORKER_START=spawn: each worker is a fresh interpreter (the path for macOS, where forking a process that
+    imported torch is unsafe), graded the same; the planted softmax is right only in a spawned worker."""
+    monkeypatch.setenv("ATTN_WORKER_START", start)
+    with Engine() as engine:
+        result = by_id(engine.check(planted_copy(NB, [SPAWNED_ONLY], tmp_path)))
+    assert result["softmax"]["passed"] == (start == "spawn"), result["softmax"]
+    assert result["attention_pool"]["passed"] and result["additive_scores"]["passed"], result
