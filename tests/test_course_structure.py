@@ -8,24 +8,15 @@ import re
 import pytest
 from nbgrader.nbgraderformat import MetadataValidator
 
+from utils import course
 from utils import notebooks as nbs
 from utils.grading import load_grader
 
 from .conftest import ASSIGNMENTS
 
-# The exercise names of ../shared/COURSE.md: a contract between notebooks, tests and graders. The course is
-# built in this order, so the notebooks present are always the first ones of this list.
-CONTRACT = {
-    "01_attention_intuition": ["softmax", "attention_pool", "additive_scores"],
-    "02_scaled_dot_product_attention": ["scaled_dot_product_attention", "SelfAttention"],
-    "03_masking": ["causal_mask", "padding_mask", "sliding_window_mask", "masked_softmax", "build_attention_mask"],
-    "04_multi_head_attention": ["split_heads", "merge_heads", "MultiHeadAttention", "mha_parameter_count"],
-    "05_positional_encoding": ["sinusoidal_encoding", "offset_rotation", "PositionalEncoding", "apply_rope"],
-    "06_grouped_query_attention": ["repeat_kv", "GroupedQueryAttention", "KVCache", "kv_cache_bytes"],
-    "07_flash_attention": ["online_softmax", "flash_attention", "hbm_traffic", "FlashAttentionFunction",
-                           "flash_attention_triton"],
-    "08_transformer_translator": ["decoder_mask", "EncoderLayer", "DecoderLayer", "greedy_decode", "beam_search"],
-}
+# The exercise names and points: a contract between notebooks, graders and gradebooks, held in one registry
+# (utils/course.py). The course is built in its order, so the notebooks present are always its first ones.
+CONTRACT = {nb.id: [e.name for e in nb.exercises] for nb in course.NOTEBOOKS}
 
 
 @pytest.fixture(params=ASSIGNMENTS)
@@ -38,22 +29,22 @@ def test_the_course_is_the_first_notebooks_of_the_contract_in_order():
     assert ASSIGNMENTS == list(CONTRACT)[: len(ASSIGNMENTS)]
 
 
-def test_readme_course_map_lists_every_notebook_and_its_exercises():
+def test_readme_and_the_course_contract_show_the_registrys_tables():
+    """README's course table and docs/COURSE.md's points are written by `attn docs` from utils/course.py."""
+    assert course.sync_docs(nbs.ROOT, write=False) == [], "run `attn docs` after changing utils/course.py"
     readme = (nbs.ROOT / "README.md").read_text()
     rows = {line.split("|")[1].strip(): line for line in readme.splitlines() if re.match(r"\| \d\d \|", line)}
     assert sorted(rows) == [a[:2] for a in ASSIGNMENTS], "README's course map must list exactly the notebooks there are"
-    for assignment in ASSIGNMENTS:
-        row = rows[assignment[:2]]
-        assert f"`{assignment}`" in row
-        assert all(f"`{name}`" in row for name in CONTRACT[assignment]), f"README row {assignment[:2]} misses exercises"
 
 
 def test_exercises_follow_the_contract_each_with_a_test_cell(solution):
     assignment, nb = solution
     answers = [nbs.nbgrader_meta(c)["grade_id"] for c in nb.cells if nbs.is_answer_cell(c)]
-    tests = [nbs.nbgrader_meta(c)["grade_id"] for c in nb.cells if nbs.is_test_cell(c)]
+    tests = [nbs.nbgrader_meta(c) for c in nb.cells if nbs.is_test_cell(c)]
     assert answers == CONTRACT[assignment]
-    assert tests == [f"test_{a}" for a in answers]
+    assert [t["grade_id"] for t in tests] == [f"test_{a}" for a in answers]
+    points = {e.name: e.points for e in course.notebook(assignment).exercises}
+    assert {t["grade_id"].removeprefix("test_"): float(t["points"]) for t in tests} == points, "points as registered"
 
 
 def test_each_answer_defines_its_name_outside_the_solution_block(solution):
@@ -67,18 +58,19 @@ def test_each_answer_defines_its_name_outside_the_solution_block(solution):
 
 
 def test_test_cells_score_with_the_points_nbgrader_knows_and_run_hidden_tests(solution):
+    """A test cell names its exercise once: `Checker("name")` takes the points, `check.hidden(name)` the notebook,
+    from the registry; its grader has hidden tests for exactly the notebook's exercises."""
     assignment, nb = solution
     grader = load_grader(assignment)
+    assert sorted(grader.HIDDEN_TESTS) == sorted(CONTRACT[assignment]), f"grader/{assignment}.py: HIDDEN_TESTS"
+    assert set(getattr(grader, "STAND_INS", {})) <= set(CONTRACT[assignment]), f"grader/{assignment}.py: STAND_INS"
     for cell in filter(nbs.is_test_cell, nb.cells):
-        meta = nbs.nbgrader_meta(cell)
-        exercise = meta["grade_id"].removeprefix("test_")
-        match = re.search(r'Checker\("(\w+)", points=([\d.]+)(?:, time_limit=[\d.]+)?\)', cell.source)
-        assert match, f"{meta['grade_id']}: must create its Checker"
-        assert match.group(1) == exercise and float(match.group(2)) == float(meta["points"])
+        exercise = nbs.nbgrader_meta(cell)["grade_id"].removeprefix("test_")
+        match = re.search(r'Checker\("(\w+)"(?:, time_limit=[\d.]+)?\)', cell.source)
+        assert match and match.group(1) == exercise, f"test_{exercise}: must create its Checker(\"{exercise}\")"
         hidden = re.search(r"### BEGIN HIDDEN TESTS\n(.*)### END HIDDEN TESTS", cell.source, re.S)
-        assert hidden and f'check.hidden("{assignment}"' in hidden.group(1)
+        assert hidden and re.search(rf"check\.hidden\({exercise}[,)]", hidden.group(1)), f"test_{exercise}: check.hidden"
         assert cell.source.rstrip().endswith("check.score()")
-        assert exercise in grader.HIDDEN_TESTS, f"grader/{assignment}.py has no hidden tests for {exercise}"
 
 
 def test_test_cells_use_only_the_setup_cell_and_the_exercises(solution):

@@ -122,6 +122,33 @@ def cmd_autograde(args: argparse.Namespace) -> int:
     return 1 if summary["failed"] or summary["missing"] else 0
 
 
+def cmd_docs(args: argparse.Namespace) -> int:
+    """Write README's course table and docs/COURSE.md's points from the registry (utils/course.py)."""
+    from . import course
+
+    stale = course.sync_docs(nbs.ROOT, write=not args.check)
+    for name in stale:
+        print(f"{name}: {'out of date: run `attn docs`' if args.check else 'rewritten from utils/course.py'}")
+    return 1 if stale and args.check else 0
+
+
+def cmd_i18n(args: argparse.Namespace) -> int:
+    """Report (or, with --todo, print for translating) what keeps a language's edition from being current."""
+    from . import i18n
+
+    problems = []
+    for notebook in args.assignments or nbs.assignments():
+        if args.todo:
+            print(i18n.todo(args.lang, notebook), end="")
+            continue
+        problems += i18n.status(args.lang, notebook)
+    for problem in problems:
+        print(problem)
+    if not args.todo:
+        print(f"{i18n.NAMES.get(args.lang, args.lang)}: {len(problems)} cell(s) to translate or fix")
+    return 1 if problems else 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     """Measure the course's budgets and print them."""
     from .bench import autograde_figures, run
@@ -170,6 +197,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("execute", help="re-run solution notebooks and store their outputs (maintainers)")
     p.add_argument("assignments", nargs="*", help="assignment ids (default: all)")
     p.set_defaults(func=cmd_execute)
+
+    p = sub.add_parser("docs", help="write README's course table and docs/COURSE.md's points from utils/course.py")
+    p.add_argument("--check", action="store_true", help="only report tables that are out of date (exit 1)")
+    p.set_defaults(func=cmd_docs)
+
+    p = sub.add_parser("i18n", help="what keeps a translated edition from being current (i18n/LANG/*.yml)")
+    p.add_argument("assignments", nargs="*", help="assignment ids (default: all)")
+    p.add_argument("--lang", default="zh", help="the edition's language (default: zh)")
+    p.add_argument("--todo", action="store_true", help="print YAML entries to translate, with the English")
+    p.set_defaults(func=cmd_i18n)
 
     p = sub.add_parser("bench", help="measure the performance budgets and print the figures")
     p.add_argument("assignments", nargs="*", help="assignment ids (default: all)")

@@ -43,8 +43,10 @@ from typing import Any
 
 import torch
 
+from . import course
 from .diagnose import diagnose
 from .failures import CheckFailure, CheckTimeout, Mistake, explained
+from .i18n import set_language  # noqa: F401 - the notebooks' setup cells import it from here
 
 #: Default tolerance for comparing float32 tensors, stated once for the whole course.
 TOLERANCE: dict[str, float] = {"rtol": 1e-4, "atol": 1e-5}
@@ -210,8 +212,13 @@ class Checker:
     Where it runs (the learner's kernel, or the grader) is its `context` (`CheckContext`); the checks are the same.
     """
 
-    def __init__(self, exercise: str, points: float, time_limit: float | None = None, *,
+    def __init__(self, exercise: str, points: float | None = None, time_limit: float | None = None, *,
                  context: CheckContext | None = None) -> None:
+        if points is None:  # the course registry's points (utils/course.py), as nbgrader's metadata has them
+            try:
+                points = course.exercise(exercise)[1].points
+            except course.UnknownName as exc:
+                raise ValueError(f"{exc}: give Checker({exercise!r}, points=...)") from None
         if points <= 0:
             raise ValueError(f"points must be positive, got {points}")
         self.exercise = exercise
@@ -305,8 +312,13 @@ class Checker:
         """Give the whole exercise `seconds` while grading (a slow but correct answer needs it)."""
         self.context.set_time_limit(self, seconds)
 
-    def hidden(self, notebook: str, *objects: Any) -> None:
-        """Run the grader's hidden checks for this exercise on the learner's `objects`."""
+    def hidden(self, *objects: Any) -> None:
+        """Run the grader's hidden checks for this exercise on the learner's `objects` (`check.hidden(softmax)`; the
+        notebook comes from the course registry; `check.hidden("01_attention_intuition", softmax)` names it)."""
+        if objects and isinstance(objects[0], str):
+            notebook, objects = objects[0], objects[1:]
+        else:
+            notebook = course.exercise(self.exercise)[0].id
         tests, references = self.context.hidden_tests(self, notebook)
         self._hidden = True
         self._graded = True

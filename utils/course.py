@@ -1,0 +1,160 @@
+"""The course registry: its notebooks, in order, with their graded exercises and points. One table, here.
+
+Everything that names an exercise is derived from it or checked against it: the solution notebooks' grade cells and
+points and their test cells' `Checker` (tests/test_course_structure.py), each grader's `HIDDEN_TESTS` and
+`STAND_INS`, README's course table and docs/COURSE.md's table of points (`attn docs` writes both; a test fails when
+they differ), and a test cell's `Checker("softmax")` and `check.hidden(softmax)`, which take their points and their
+notebook from here. A new exercise is one `Exercise(...)` line here, plus its cells, its hidden tests and its plants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """A graded function or class: its name (the answer cell's grade_id, `test_<name>` for its test cell)."""
+
+    name: str
+    points: float
+
+
+@dataclass(frozen=True)
+class Notebook:
+    """One notebook and one nbgrader assignment: `id` names its folders in solutions/, notebooks/ and grader/."""
+
+    id: str
+    topics: str  # what it teaches, as README's course table says it
+    exercises: tuple[Exercise, ...]
+
+    @property
+    def number(self) -> str:
+        return self.id[:2]
+
+    @property
+    def points(self) -> float:
+        return sum(e.points for e in self.exercises)
+
+
+NOTEBOOKS: tuple[Notebook, ...] = (
+    Notebook("01_attention_intuition",
+             "attention as a soft dictionary lookup (and why the hard one cannot learn), self-attention vs RNNs and "
+             "CNNs, why softmax (not sigmoids), additive vs dot-product scores, Bahdanau's translation alignment",
+             (Exercise("softmax", 3), Exercise("attention_pool", 3), Exercise("additive_scores", 4))),
+    Notebook("02_scaled_dot_product_attention",
+             "the equation, why divide by √d_k, half precision, dropout on the weights, self- vs cross-attention, "
+             "your `SelfAttention` trained on a lookup task (with and without the scaling), the O(n²) cost measured",
+             (Exercise("scaled_dot_product_attention", 6), Exercise("SelfAttention", 4))),
+    Notebook("03_masking",
+             "padding, causal and sliding-window masks (True = may attend), `-inf` vs `-1e9` and the fully masked "
+             "row, causality proven through gradients, O(n·w) local attention, block-sparse, linear and low-rank "
+             "attention timed and tested",
+             (Exercise("causal_mask", 2), Exercise("padding_mask", 2), Exercise("sliding_window_mask", 3),
+              Exercise("masked_softmax", 4), Exercise("build_attention_mask", 3))),
+    Notebook("04_multi_head_attention",
+             "why several heads, split → attend → merge → W_o, the view-without-transpose bug, heads trained until "
+             "they split two jobs, encoder-only / decoder-only / encoder-decoder, equality with "
+             "`nn.MultiheadAttention`, parameter count (LLaMA-7B: 67 M per layer)",
+             (Exercise("split_heads", 2), Exercise("merge_heads", 2), Exercise("MultiHeadAttention", 6),
+              Exercise("mha_parameter_count", 2))),
+    Notebook("05_positional_encoding",
+             "attention is blind to order, sinusoidal encoding and its offset rotation, learned and relative "
+             "encodings, ALiBi, RoPE and why its scores depend only on m − n",
+             (Exercise("sinusoidal_encoding", 3), Exercise("offset_rotation", 2), Exercise("PositionalEncoding", 2),
+              Exercise("apply_rope", 3))),
+    Notebook("06_grouped_query_attention",
+             "why decoding is memory-bound, MHA / GQA / MQA as one family, `repeat` vs `repeat_interleave`, "
+             "mean-pooling a multi-head checkpoint into GQA, a KV cache that decodes token by token exactly like one "
+             "causal pass (RoPE included), the cache's speed-up measured, KV-cache sizes of real models",
+             (Exercise("repeat_kv", 2), Exercise("GroupedQueryAttention", 4), Exercise("KVCache", 4),
+              Exercise("kv_cache_bytes", 2))),
+    Notebook("07_flash_attention",
+             "the GPU memory hierarchy and why attention is IO-bound, online softmax derived and checked, tiled "
+             "attention with the logsumexp and causal block skipping, an HBM-traffic model (Θ(N²d²/M), not O(Nd)), "
+             "peak memory measured at N = 8192, a backward pass that recomputes from the logsumexp, the forward pass "
+             "in Triton (interpreted on the CPU; compiled on an H200: 84–100 % of FlashAttention-2's speed)",
+             (Exercise("online_softmax", 2), Exercise("flash_attention", 4), Exercise("hbm_traffic", 2),
+              Exercise("FlashAttentionFunction", 3), Exercise("flash_attention_triton", 3))),
+    Notebook("08_transformer_translator",
+             "a corpus the course generates (English → a German-like language with case, verb-second, participles "
+             "and verbs at the end, gold word alignments), an encoder–decoder Transformer assembled from your own "
+             "parts of 03–06 (PyTorch's built-ins where one is missing), with a decoder cache that projects each "
+             "token's keys and values once into 06's `KVCache` and the source's once per sentence, pre- or "
+             "post-norm layers checked against PyTorch's, training on one CPU thread to held-out BLEU ≥ 95 "
+             "(sacrebleu) in about 3 minutes, greedy decoding with that cache (16× faster than without at 128 "
+             "output tokens in a batch of 32, 2.6× for one sentence; measured in §11), beam search with a length "
+             "penalty (graded by properties every correct beam search has), cross-attention heatmaps and measured "
+             "alignment, `attn train` / `attn translate`",
+             (Exercise("decoder_mask", 2), Exercise("EncoderLayer", 4), Exercise("DecoderLayer", 5),
+              Exercise("greedy_decode", 4), Exercise("beam_search", 4))),
+)
+
+
+class UnknownName(KeyError):
+    """A notebook id or exercise name that is not in the registry; the message lists the known ones."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def notebook(notebook_id: str) -> Notebook:
+    """The registry's entry for `notebook_id` (``01_attention_intuition``)."""
+    for nb in NOTEBOOKS:
+        if nb.id == notebook_id:
+            return nb
+    raise UnknownName(f"no notebook {notebook_id!r} in the course (known: {', '.join(n.id for n in NOTEBOOKS)})")
+
+
+def exercise(name: str) -> tuple[Notebook, Exercise]:
+    """The notebook and entry of the exercise called `name` (names are unique in the whole course)."""
+    for nb in NOTEBOOKS:
+        for ex in nb.exercises:
+            if ex.name == name:
+                return nb, ex
+    raise UnknownName(f"no exercise {name!r} in the course's registry (utils/course.py)")
+
+
+def points(value: float) -> str:
+    """Points as the tables print them: 3, not 3.0."""
+    return f"{value:g}"
+
+
+def readme_rows() -> list[str]:
+    """README's course table, one row per notebook (`attn docs` writes them)."""
+    return [f"| {nb.number} | `{nb.id}` — {nb.topics} | {', '.join(f'`{e.name}`' for e in nb.exercises)} |"
+            for nb in NOTEBOOKS]
+
+
+def points_rows() -> list[str]:
+    """docs/COURSE.md's table of exercises and points, and its totals line (`attn docs` writes them)."""
+    rows = [f"| {nb.number} | `{nb.id}` | `{e.name}` | {points(e.points)} |" for nb in NOTEBOOKS for e in nb.exercises]
+    totals = ", ".join(f"{nb.number} {points(nb.points)}" for nb in NOTEBOOKS)
+    return [*rows, "", f"Totals: {totals} points."]
+
+
+#: Where `attn docs` writes the tables: (file, the rows' generator); each table sits between two marker lines.
+GENERATED = (("README.md", readme_rows), ("docs/COURSE.md", points_rows))
+BEGIN, END = "<!-- generated by `attn docs` from utils/course.py: edit there -->", "<!-- end of generated table -->"
+
+
+def sync_docs(root, *, write: bool) -> list[str]:
+    """The files among GENERATED whose tables differ from the registry; with `write`, rewrite those tables."""
+    from pathlib import Path
+
+    stale = []
+    for name, rows in GENERATED:
+        path = Path(root) / name
+        text = path.read_text(encoding="utf-8")
+        if text.count(BEGIN) != 1 or text.count(END) != 1:
+            raise ValueError(f"{name}: the generated table must sit between one {BEGIN!r} line and one {END!r} line")
+        head, rest = text.split(BEGIN + "\n", 1)
+        body, tail = rest.split(END, 1)
+        lines = body.splitlines()
+        header = lines[:2]  # the table's header and its |---| line stay as written
+        fresh = head + BEGIN + "\n" + "\n".join([*header, *rows()]) + "\n" + END + tail
+        if fresh != text:
+            stale.append(name)
+            if write:
+                path.write_text(fresh, encoding="utf-8")
+    return stale
