@@ -1,0 +1,384 @@
+"""The course in other languages: the words of the notebooks, translated cell by cell; code, tests and references shared.
+
+A translation lives in ``i18n/<lang>/<notebook>.yml``, one entry per cell of the solution notebook, keyed by the
+cell's nbgrader id (``grade_id``). Each entry records ``en``, a fingerprint of the English words it was made from, so
+that a changed English cell makes its translation stale (`status` names it):
+
+    intro:                      # a markdown cell: its whole text
+      en: 3f2a9c1b0d4e
+      text: |-
+        # 01 · 注意力：一次"软"的字典查询
+        ...
+    setup:                      # a code cell: only its words (comments, docstrings, check labels), as replacements
+      en: 9a8b7c6d5e4f
+      replace:
+      - en: '# the language of the check tables and feedback'
+        zh: '# 检查表和反馈的语言'
+
+Only what a learner reads is translated: markdown cells, and in code cells the comments, the docstrings and the labels
+of checks (the strings given to ``check(...)`` and its methods), outside the solution and hidden-test blocks (a
+translation may also translate other strings, e.g. what a demo prints). A translated code cell must be the same
+program: its syntax tree equals the English one's with every string blanked. Everything else (answer code, tests,
+graders, references) exists once, in English, and is shared. `translate` builds a notebook of another language from
+a solution notebook; `attn release --lang zh` writes the Chinese student copies with it.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import functools
+import gettext as gettext_module
+import hashlib
+import io
+import os
+import re
+import tokenize
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nbformat import NotebookNode
+
+from . import notebooks as nbs
+
+#: The languages of the course, English first (the source); the others are translations.
+LANGUAGES = ("en", "zh")
+NAMES = {"en": "English", "zh": "简体中文"}
+I18N = nbs.ROOT / "i18n"
+_BLOCKS = (("### BEGIN SOLUTION", "### END SOLUTION"), ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"))
+_WORD = re.compile(r"(?<![\w.`$\\])[A-Za-z]{3,}(?![\w(`$])")  # an English word, not an identifier, call or code
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_DIRECTIVE = re.compile(r"#\s*(NBVAL_\w+|noqa\b|type:|pragma\b|fmt:)")
+
+
+# -- the language learners read: check tables, feedback, the attn command ---------------------------------------
+LOCALES = Path(__file__).resolve().parent / "locale"  # gettext catalogues: locale/<lang>/LC_MESSAGES/attn.po (.mo)
+_LANGUAGE: list[str | None] = [None]
+
+
+def set_language(lang: str) -> None:
+    """Speak `lang` from now on in this process: check tables, feedback and messages ("en" or "zh"). A notebook's
+    setup cell calls it; `attn check --lang` and the grader (for a notebook whose setup cell says so) too."""
+    if lang not in LANGUAGES:
+        raise ValueError(f"set_language: {lang!r} is not one of the course's languages ({', '.join(LANGUAGES)})")
+    _LANGUAGE[0] = lang
+    if lang != "en":
+        _use_cjk_font()
+
+
+def language() -> str:
+    """The language now spoken: set_language's, else $ATTN_LANG's, else English."""
+    lang = _LANGUAGE[0] or os.environ.get("ATTN_LANG", "en")
+    return lang if lang in LANGUAGES else "en"
+
+
+@functools.cache
+def _catalogue(lang: str) -> gettext_module.NullTranslations:
+    return gettext_module.translation("attn", localedir=LOCALES, languages=[lang], fallback=True)
+
+
+def _(message: str) -> str:
+    """`message` in the language now spoken (gettext; the English itself where no translation exists)."""
+    lang = language()
+    return message if lang == "en" or not message else _catalogue(lang).gettext(message)
+
+
+def _use_cjk_font() -> None:
+    """Let matplotlib draw Chinese in figure labels with whichever CJK font this machine has (Noto Sans CJK,
+    Source Han, WenQuanYi, PingFang, Microsoft YaHei, SimHei), after its own default for Latin text."""
+    import sys
+
+    if "matplotlib" not in sys.modules and "matplotlib.pyplot" not in sys.modules:
+        try:
+            import matplotlib  # noqa: F401 - configured below
+        except ImportError:
+            return
+    from matplotlib import font_manager, rcParams
+
+    wanted = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Source Han Sans SC", "WenQuanYi Zen Hei", "PingFang SC",
+              "Microsoft YaHei", "SimHei")
+    have = {f.name for f in font_manager.fontManager.ttflist}
+    found = [name for name in wanted if name in have]
+    if found and found[0] not in rcParams["font.family"]:
+        # A list of families: each glyph comes from the first family that has it (matplotlib >= 3.6).
+        latin = [f for f in rcParams["font.sans-serif"] if f in have][:1] or ["DejaVu Sans"]
+        rcParams["font.family"] = latin + found[:1]
+
+
+class TranslationError(Exception):
+    """A translation file that cannot be used; the message says which cell and why."""
+
+
+def prose(text: str) -> bool:
+    """Does `text` hold words a reader reads (two English words or more, outside code and maths)?"""
+    text = re.sub(r"`[^`]*`|\$[^$]*\$", " ", text)
+    return len(_WORD.findall(text)) >= 2
+
+
+def translated(text: str) -> bool:
+    """Does `text` read as a translation (it holds Chinese characters, or no English prose at all)?"""
+    return bool(_CJK.search(text)) or not prose(text)
+
+
+# -- what a learner reads in a cell ------------------------------------------------------------------------------
+def _open_lines(source: str) -> set[int]:
+    """1-based numbers of the lines outside the solution and hidden-test blocks (the learner's copy keeps these)."""
+    keep, inside = set(), None
+    for number, line in enumerate(source.splitlines(), 1):
+        stripped = line.strip()
+        if inside is None:
+            inside = next((end for begin, end in _BLOCKS if stripped == begin), None)
+            if inside is None:
+                keep.add(number)
+        elif stripped == inside:
+            inside = None
+    return keep
+
+
+def _is_check_call(node: ast.Call) -> bool:
+    func = node.func
+    while isinstance(func, ast.Attribute):
+        func = func.value
+    return isinstance(func, ast.Name) and func.id in ("check", "Checker")
+
+
+def words(source: str) -> list[tuple[str, str, bool]]:
+    """The texts of a code cell a learner reads, in order: (kind, text, required). Kinds: "comment", "docstring",
+    "label" (a string given to a check), "string" (any other string, e.g. printed). Required: prose that a
+    translation must translate (comments, docstrings and labels); other strings may be translated."""
+    open_lines = _open_lines(source)
+    found: list[tuple[int, str, str, bool]] = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type == tokenize.COMMENT and tok.start[0] in open_lines and not tok.string.startswith("###"):
+                found.append((tok.start[0], "comment", tok.string,
+                              prose(tok.string) and not _DIRECTIVE.match(tok.string)))
+        tree = ast.parse(source)
+    except (SyntaxError, tokenize.TokenError):
+        return [(kind, text, req) for _, kind, text, req in found]
+    docstrings, labels = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                docstrings.add(id(first.value))
+        if isinstance(node, ast.Call) and _is_check_call(node):
+            for arg in [*node.args, *(k.value for k in node.keywords)]:
+                for part in ast.walk(arg):
+                    if isinstance(part, ast.Constant) and isinstance(part.value, str):
+                        labels.add(id(part))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.lineno in open_lines:
+            kind = "docstring" if id(node) in docstrings else "label" if id(node) in labels else "string"
+            found.append((node.lineno, kind, node.value, kind != "string" and prose(node.value)))
+    found.sort(key=lambda item: item[0])
+    return [(kind, text, req) for _, kind, text, req in found]
+
+
+def needs_translation(cell: NotebookNode) -> bool:
+    if cell.cell_type == "markdown":
+        return prose(cell.source)
+    return cell.cell_type == "code" and any(req for _, _, req in words(cell.source))
+
+
+def fingerprint(cell: NotebookNode) -> str:
+    """What a translation of `cell` was made from: its text (markdown) or its words (code; a change of the code alone
+    leaves the translation current, and `check` proves it still applies)."""
+    if cell.cell_type == "markdown":
+        data = cell.source
+    else:
+        data = "\n\0".join(f"{kind}:{text}" for kind, text, _ in words(cell.source))
+    return hashlib.sha256(data.encode()).hexdigest()[:12]
+
+
+def cell_key(cell: NotebookNode) -> str:
+    return nbs.nbgrader_meta(cell).get("grade_id") or cell.get("id", "")
+
+
+# -- translation files --------------------------------------------------------------------------------------------
+def path(lang: str, notebook: str) -> Path:
+    return I18N / lang / f"{notebook}.yml"
+
+
+def load(lang: str, notebook: str) -> dict[str, dict[str, Any]]:
+    """The translation entries of one notebook ({} when there is no file)."""
+    import yaml
+
+    file = path(lang, notebook)
+    if not file.is_file():
+        return {}
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise TranslationError(f"{file.relative_to(nbs.ROOT)} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise TranslationError(f"{file.relative_to(nbs.ROOT)}: each cell id must map to an entry with en: and text: "
+                               f"or replace:")
+    return data
+
+
+_PLACEHOLDER = re.compile(r"\{[^{}]*\}|%[-+#0]*\d*(?:\.\d+)?[sdifrgexXo%]")
+
+
+def _strings(tree: ast.AST) -> tuple[str, list[ast.Constant]]:
+    """The tree's dump with every string blanked (the code alone), and its strings in order. The strings of a format
+    spec (``f"{x:>8.2f}"``) are code, not words: they stay."""
+    specs = {id(c) for n in ast.walk(tree) if isinstance(n, ast.FormattedValue) and n.format_spec
+             for c in ast.walk(n.format_spec)}
+    strings = [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in specs]
+    saved = [n.value for n in strings]
+    for n in strings:
+        n.value = ""
+    dump = ast.dump(tree, include_attributes=False)
+    for n, value in zip(strings, saved):
+        n.value = value
+    return dump, strings
+
+
+def same_program(english: str, other: str) -> str | None:
+    """Why `other` is not the program `english` is with other words (None: it is). Strings may differ, but each keeps
+    its placeholders ({...} and %-formats), so what formats them still works."""
+    try:
+        tree_other = ast.parse(other)
+    except SyntaxError as exc:
+        return f"the translated cell is not valid Python ({exc.msg}, line {exc.lineno})"
+    code_en, strings_en = _strings(ast.parse(english))
+    code_other, strings_other = _strings(tree_other)
+    if code_en != code_other:
+        return "the translation changes the code, not only its words"
+    for a, b in zip(strings_en, strings_other):
+        if a.value != b.value and sorted(_PLACEHOLDER.findall(a.value)) != sorted(_PLACEHOLDER.findall(b.value)):
+            return f"the translation of {a.value[:40]!r} (line {a.lineno}) changes its placeholders"
+    return None
+
+
+def apply_entry(cell: NotebookNode, entry: dict[str, Any], lang: str) -> str:
+    """The translated source of `cell`; TranslationError when the entry does not fit the cell."""
+    key = cell_key(cell)
+    if cell.cell_type == "markdown":
+        text = entry.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise TranslationError(f"{key}: a markdown cell's entry needs text:")
+        return text.rstrip("\n")
+    source = cell.source
+    for number, item in enumerate(entry.get("replace") or [], 1):
+        if not (isinstance(item, dict) and isinstance(item.get("en"), str) and isinstance(item.get(lang), str)):
+            raise TranslationError(f"{key}: replacement {number} needs en: and {lang}:")
+        if item["en"] not in source:
+            raise TranslationError(f"{key}: replacement {number}'s English is not in the cell: {item['en'][:60]!r}")
+        source = source.replace(item["en"], item[lang])
+    if why := same_program(cell.source, source):
+        raise TranslationError(f"{key}: {why}")
+    return source
+
+
+@dataclass
+class Problem:
+    notebook: str
+    cell: str
+    kind: str  # "missing", "stale", "broken", "untranslated", "unknown cell"
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.notebook}: cell {self.cell}: {self.kind}" + (f": {self.detail}" if self.detail else "")
+
+
+def status(lang: str, notebook: str) -> list[Problem]:
+    """What keeps the `lang` edition of `notebook` from being current, one problem per cell (empty: all current)."""
+    source = nbs.read(nbs.solution_path(notebook))
+    try:
+        entries = load(lang, notebook)
+    except TranslationError as exc:
+        return [Problem(notebook, "-", "broken", str(exc))]
+    problems = []
+    keys = set()
+    for cell in source.cells:
+        key = cell_key(cell)
+        keys.add(key)
+        entry = entries.get(key)
+        if entry is None:
+            if needs_translation(cell):
+                problems.append(Problem(notebook, key, "missing"))
+            continue
+        if entry.get("en") != fingerprint(cell):
+            problems.append(Problem(notebook, key, "stale", "its English changed since it was translated "
+                                                            f"(en: {entry.get('en')}, now {fingerprint(cell)})"))
+            continue
+        try:
+            text = apply_entry(cell, entry, lang)
+        except TranslationError as exc:
+            problems.append(Problem(notebook, key, "broken", str(exc).split(": ", 1)[-1]))
+            continue
+        if cell.cell_type == "markdown":
+            left = [] if translated(text) else [text[:60]]
+        else:
+            left = [t[:60] for _, t, req in words(text) if req and not translated(t)]
+        if left:
+            problems.append(Problem(notebook, key, "untranslated", "; ".join(repr(t) for t in left)))
+    problems += [Problem(notebook, k, "unknown cell", "no such cell in the English notebook")
+                 for k in sorted(set(entries) - keys)]
+    return problems
+
+
+def translate(nb: NotebookNode, lang: str, notebook: str, *, strict: bool = True) -> NotebookNode:
+    """A copy of the solution notebook `nb` in `lang`. Strict: TranslationError unless every cell is current;
+    otherwise a cell without a current translation stays in English."""
+    if lang == "en":
+        return copy.deepcopy(nb)
+    if strict and (problems := status(lang, notebook)):
+        raise TranslationError(f"the {NAMES.get(lang, lang)} edition of {notebook} is not current: "
+                               + "; ".join(map(str, problems[:5])) + (" ..." if len(problems) > 5 else ""))
+    entries = load(lang, notebook)
+    out = copy.deepcopy(nb)
+    for cell in out.cells:
+        entry = entries.get(cell_key(cell))
+        if entry is None or entry.get("en") != fingerprint(cell):
+            continue
+        try:
+            cell.source = apply_entry(cell, entry, lang)
+        except TranslationError:
+            if strict:
+                raise
+    return out
+
+
+def todo(lang: str, notebook: str) -> str:
+    """YAML entries to translate for the cells `status` finds missing or stale, with the English to translate."""
+
+    problems = {p.cell: p for p in status(lang, notebook) if p.kind in ("missing", "stale")}
+    out: dict[str, Any] = {}
+    for cell in nbs.read(nbs.solution_path(notebook)).cells:
+        key = cell_key(cell)
+        if key not in problems:
+            continue
+        if cell.cell_type == "markdown":
+            out[key] = {"en": fingerprint(cell), "text": cell.source}
+        else:
+            out[key] = {"en": fingerprint(cell),
+                        "replace": [{"en": text if kind != "comment" else text, lang: "TODO"}
+                                    for kind, text, req in words(cell.source) if req or kind == "comment"]}
+    return dump(out)
+
+
+def dump(entries: dict[str, Any]) -> str:
+    """YAML as translators edit it: texts of several lines as literal blocks, Chinese as it is written."""
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def text(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+        style = "|" if "\n" in data else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+    Dumper.add_representer(str, text)
+    return yaml.dump(entries, Dumper=Dumper, allow_unicode=True, sort_keys=False, width=120) if entries else ""
+
+
+def language_of(nb: NotebookNode) -> str:
+    """The language a learner's notebook is written in: the one its setup cell sets, else English."""
+    for cell in nb.cells:
+        if cell.cell_type == "code" and (m := re.search(r"""set_language\(\s*["'](\w+)["']\s*\)""", cell.source)):
+            return m.group(1) if m.group(1) in LANGUAGES else "en"
+    return "en"
