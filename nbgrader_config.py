@@ -24,7 +24,7 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
 )
 
-from utils.autograde import GradeInWorker, KeepCourseCells
+from utils.engine.autograde import GradeInWorker, KeepCourseCells
 from utils.sanitize import SanitizeSubmission
 from utils.submissions import install as use_safe_converters
 

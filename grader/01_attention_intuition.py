@@ -352,7 +352,7 @@ def _reference_parts():
 
 
 # While grading, the visible checks of a composite exercise run with these parts standing in for the learner's
-# (utils.checking.GradingContext), as its hidden tests do: a bug in a part costs points in that part only.
+# (utils.engine.checking.GradingContext), as its hidden tests do: a bug in a part costs points in that part only.
 STAND_INS = {"attention_pool": _reference_parts}
 
 HIDDEN_TESTS = {

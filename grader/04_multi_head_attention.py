@@ -581,7 +581,7 @@ def _reference_heads():
 
 
 # While grading, the visible checks of a composite exercise run with these parts standing in for the learner's
-# (utils.checking.GradingContext), as its hidden tests do: a bug in a part costs points in that part only.
+# (utils.engine.checking.GradingContext), as its hidden tests do: a bug in a part costs points in that part only.
 STAND_INS = {"MultiHeadAttention": _reference_heads}
 
 HIDDEN_TESTS = {

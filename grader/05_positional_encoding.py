@@ -377,7 +377,7 @@ def _reference_table():
 
 
 # While grading, the visible checks of a composite exercise run with these parts standing in for the learner's
-# (utils.checking.GradingContext), as its hidden tests do: a bug in a part costs points in that part only.
+# (utils.engine.checking.GradingContext), as its hidden tests do: a bug in a part costs points in that part only.
 STAND_INS = {"PositionalEncoding": _reference_table}
 
 HIDDEN_TESTS = {

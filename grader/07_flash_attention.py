@@ -355,9 +355,9 @@ def _kernel_peak(owner: Any, action: Callable[[], Any]) -> int:
     """Peak resident memory added while `action` runs, in the process that holds `owner` (the learner's)."""
     worker = getattr(owner, "_attn_worker", None)  # set only on the grader's proxies for the learner's objects
     if worker is not None:
-        before = worker._reset_peak()
+        before = worker.reset_peak()
         action()
-        return max(0, worker._status_kib("VmHWM") - before) * 1024
+        return max(0, worker.status_kib("VmHWM") - before) * 1024
     return peak_memory(action)[1]  # a live kernel: the tensors allocated meanwhile (its history does not count)
 
 

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from utils.grading import CheckFailure, Mistake, load_weights, type_name
-from utils.translator import Translator, _torch_mask
+from utils.translator import Translator, torch_mask
 
 NOTEBOOK = "08_transformer_translator"
 MASK = "3. The decoder's mask"
@@ -599,7 +599,7 @@ def test_encoder_layer(check, refs, EncoderLayer):
         mask = (torch.arange(9) < torch.tensor([9, 2, 5])[:, None])[:, None, None, :]
         with torch.no_grad():
             out = layer(x, mask)
-            want = reference(x, src_mask=_torch_mask(mask.expand(3, 1, 9, 9), h))
+            want = reference(x, src_mask=torch_mask(mask.expand(3, 1, 9, 9), h))
         check.close(out, want, "EncoderLayer output vs PyTorch's", atol=1e-4,
                     mistakes=_drop_none(_encoder_mistakes(p, x, mask, h, norm_first, out)))
     with check("dropout is off in eval mode: EncoderLayer(..., dropout=0.5).eval() is deterministic"):
@@ -651,7 +651,7 @@ def test_decoder_layer(check, refs, DecoderLayer, LayerCache):
         tgt_mask = torch.ones(6, 6, dtype=torch.bool).tril()[None, None].expand(2, 1, 6, 6)
         with torch.no_grad():
             out = layer(x, memory, tgt_mask, None)
-            want = reference(x, memory, tgt_mask=_torch_mask(tgt_mask, h))
+            want = reference(x, memory, tgt_mask=torch_mask(tgt_mask, h))
         check.close(out, want, "DecoderLayer output vs PyTorch's", atol=1e-4,
                     mistakes=_decoder_mistakes(p, x, memory, tgt_mask, None, h, norm_first, out))
     with check("cross-attention: the decoder asks, the source answers (Ls = Lt, so swapped arguments would run)"):

@@ -1,7 +1,7 @@
 """Held-out blind plants: realistic learner mistakes, written 2026-11-25 WITHOUT reading the course's catalogue.
 
 The author of this file read only the solution notebooks (answer cells and prose). They did not open grader/,
-tests/plants_*.py, tests/blind_plants.py, utils/diagnose.py, utils/attention_variants.py, utils/checking.py or
+tests/plants_*.py, tests/blind_plants.py, utils/diagnose.py, utils/attention_variants.py, utils/engine/checking.py or
 utils/grading.py. The set measures how well the automatic feedback explains mistakes nobody catalogued for it.
 
 Each plant replaces `old` (occurring exactly once in the answer cell `cell` of `notebook`) by `new`.

@@ -64,7 +64,7 @@ def _engine():
     if _ENGINE is None:
         import atexit
 
-        from utils.checking import Engine
+        from utils.engine.checking import Engine
 
         _ENGINE = Engine()
         atexit.register(_ENGINE.close)
@@ -74,7 +74,7 @@ def _engine():
 def attn_check(path: Path | str, *extra: str, env: dict[str, str] | None = None, cli: bool = False) -> dict:
     """What `attn check PATH --json` prints for a learner, as a dict.
 
-    Graded here with this process's warm engine (the same `utils.checking.check` the command calls, seconds faster);
+    Graded here with this process's warm engine (the same `utils.engine.checking.check` the command calls, seconds faster);
     with extra arguments, an environment, or `cli=True`, by running the command itself: then assert it printed
     exactly one JSON object.
     """

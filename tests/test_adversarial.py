@@ -40,7 +40,7 @@ BEFORE = _tree_digest(nbs.ROOT)
 
 
 def _isolated() -> bool:
-    from utils.sandbox import isolation
+    from utils.engine.sandbox import isolation
 
     return isolation() is None
 
@@ -179,7 +179,7 @@ def test_attack_earns_exactly_what_it_should(attack, tmp_path):
 
 @pytest.mark.parametrize("attack", [a for a in ATTACKS if "hidden_all_fail" in a], ids=lambda a: a["id"])
 def test_replaying_visible_answers_earns_no_hidden_check(attack, tmp_path):
-    from utils.checking import grade, load_learner_notebook
+    from utils.engine.checking import grade, load_learner_notebook
 
     grading = grade(load_learner_notebook(build(attack, nbs.ROOT, tmp_path)), NOTEBOOK)
     exercise = next(e for e in grading.exercises if e["id"] == attack["hidden_all_fail"])

@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 
 from utils import notebooks as nbs
-from utils.checking import render
+from utils.engine.checking import render
 
 from .conftest import free_port
 
@@ -144,7 +144,7 @@ def test_train_steps_variable_must_be_a_positive_count(tmp_path, value):
 @pytest.fixture(scope="module")
 def small_checkpoint(tmp_path_factory):
     """A 2-step translator on 40 short pairs: the vocabulary is what these tests need, not the translations."""
-    from utils.corpus import make_corpus, write_pairs
+    from utils.translator.corpus import make_corpus, write_pairs
 
     folder = tmp_path_factory.mktemp("small")
     pairs = make_corpus(40, seed=2, max_words=6)
@@ -176,8 +176,8 @@ def test_translate_notebook_by_id_is_the_learners_copy(small_checkpoint):
 
 
 def test_translate_names_unknown_words_and_suggests_known_ones(small_checkpoint):
-    from utils.corpus import Vocab
     from utils.translator import read_checkpoint
+    from utils.translator.corpus import Vocab
 
     path, pairs = small_checkpoint
     known = Vocab(read_checkpoint(path)[1]["src_vocab"])
@@ -196,8 +196,8 @@ def test_translate_names_unknown_words_and_suggests_known_ones(small_checkpoint)
 
 
 def test_translate_vocabulary_lists_the_known_words(small_checkpoint):
-    from utils.corpus import Vocab
     from utils.translator import read_checkpoint
+    from utils.translator.corpus import Vocab
 
     path, _ = small_checkpoint
     known = Vocab(read_checkpoint(path)[1]["src_vocab"])

@@ -1,11 +1,11 @@
-"""utils/corpus.py: the course's own parallel corpus (notebook 08 trains its translator on it)."""
+"""utils/translator/corpus.py: the course's own parallel corpus (notebook 08 trains its translator on it)."""
 
 import random
 
 import pytest
 
 from utils import corpus
-from utils.corpus import (
+from utils.translator.corpus import (
     Pair,
     Vocab,
     corpus_stats,

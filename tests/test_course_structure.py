@@ -76,7 +76,7 @@ def test_test_cells_score_with_the_points_nbgrader_knows_and_run_hidden_tests(so
 def test_test_cells_use_only_the_setup_cell_and_the_exercises(solution):
     # While grading, a test cell runs in the grader: the setup cell's names are the grader's own, every other
     # name is the learner's object. A helper from another cell would be the learner's to change.
-    from utils.checking import free_names
+    from utils.engine.checking import free_names
 
     _, nb = solution
     code = [c for c in nb.cells if c.cell_type == "code"]

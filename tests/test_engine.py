@@ -1,4 +1,4 @@
-"""The warm grading engine (`utils.checking.Engine`): one zygote grades notebook after notebook, and nothing one
+"""The warm grading engine (`utils.engine.checking.Engine`): one zygote grades notebook after notebook, and nothing one
 notebook's code leaves behind (files in its home, processes it started) reaches the next notebook's grade."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from utils import notebooks as nbs
-from utils.checking import Engine
-from utils.sandbox import Zygote, isolation
+from utils.engine.checking import Engine
+from utils.engine.sandbox import Zygote, isolation
 
 from .conftest import by_id, planted_copy
 
@@ -61,7 +61,7 @@ def test_nothing_one_notebook_leaves_reaches_the_next(tmp_path, monkeypatch):
 
 def test_an_engine_grades_like_a_fresh_start_and_survives_a_lost_zygote(tmp_path):
     """Warm or cold, the same scores; a zygote that died between notebooks is replaced, not reported as an error."""
-    from utils.checking import check
+    from utils.engine.checking import check
 
     solution, blank = nbs.solution_path(NB), nbs.release_path(NB)
     cold = {p: check(p) for p in (solution, blank)}

@@ -356,7 +356,7 @@ def test_the_table_leads_with_the_verdict_and_folds_every_check_into_details():
 
 
 def test_attn_check_verbose_lists_every_check():
-    from utils.checking import render
+    from utils.engine.checking import render
 
     report = _five_failures(NO_SCALE).score().report
     ex = {k: report[k] for k in ("id", "score", "max_score", "passed", "feedback", "mistake")}

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from utils import notebooks as nbs
-from utils.corpus import make_corpus, write_pairs
+from utils.translator.corpus import make_corpus, write_pairs
 
 from .conftest import free_port
 
@@ -190,8 +190,8 @@ def test_translate_lists_its_vocabulary(trained):
 
 def test_readme_sentences_use_only_known_words(trained):
     """Every sentence README gives `attn translate` is in the model's vocabulary; a word outside it gets one line."""
-    from utils.corpus import tokenize
     from utils.translator import read_checkpoint
+    from utils.translator.corpus import tokenize
 
     known = set(read_checkpoint(trained)[1]["src_vocab"])
     sentences = re.findall(r'attn translate [^"\n]*"([^"]+)"', README)

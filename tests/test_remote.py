@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from utils import notebooks as nbs
-from utils.checking import free_names, is_definition, plan
+from utils.engine.checking import free_names, is_definition, plan
+from utils.engine.remote import RemoteObject, Worker, WorkerLost
+from utils.engine.sandbox import Zygote
 from utils.grading import CheckFailure, load_weights, peak_memory, type_name
-from utils.remote import RemoteObject, Worker, WorkerLost
-from utils.sandbox import Zygote
 
 LEARNER = '''
 import torch
@@ -204,7 +204,7 @@ def test_only_calls_that_must_be_deterministic_are_made_again(fresh_worker):
 
 def test_the_checker_diagnoses_a_random_output_while_grading(fresh_worker):
     worker = fresh_worker
-    from utils.checking import GradingContext
+    from utils.engine.checking import GradingContext
     from utils.grading import Checker
 
     check = Checker("noisy", 1, context=GradingContext(seed=0, hidden=None, worker=worker, started=0.0))

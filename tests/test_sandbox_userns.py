@@ -1,7 +1,7 @@
 """Grading by an instructor who is not root (their server on a JupyterHub) isolates the learner's code too.
 
 As root the sandbox drops each worker to `nobody` in its own namespaces. An instructor's Jupyter server runs as the
-instructor, so utils.sandbox builds the same namespaces inside an unprivileged user namespace and puts each worker in
+instructor, so utils.engine.sandbox builds the same namespaces inside an unprivileged user namespace and puts each worker in
 a user namespace of its own. This test grades, as a real unprivileged Unix user and from a clone that user owns (so
 everything a learner could damage is theirs), the attacks of tests/attacks.py that only isolation defeats: reading
 the hidden tests or the solutions, writing the grader's files, and killing every process in sight. Each must earn
@@ -31,7 +31,7 @@ CHOSEN = [a for a in ATTACKS if a.get("isolated") or a.get("writes") or a.get("u
 PROBE = """
 import json, sys, tempfile
 from pathlib import Path
-from utils.sandbox import isolation
+from utils.engine.sandbox import isolation
 from tests.attacks import ATTACKS
 from tests.test_adversarial import build, grade_with
 repo, ids = Path(sys.argv[1]), sys.argv[2:]

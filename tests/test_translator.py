@@ -11,7 +11,6 @@ import torch
 from safetensors.torch import save_file
 
 from utils import notebooks as nbs
-from utils.corpus import Pair, Vocab, make_corpus, write_pairs
 from utils.translator import (
     Batches,
     BufferKVCache,
@@ -33,6 +32,7 @@ from utils.translator import (
     read_checkpoint,
     save_checkpoint,
 )
+from utils.translator.corpus import Pair, Vocab, make_corpus, write_pairs
 
 SOLUTION_08 = nbs.solution_path("08_transformer_translator")
 BLANK_08 = nbs.release_path("08_transformer_translator")

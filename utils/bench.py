@@ -33,7 +33,7 @@ def _timed(fn) -> float:
 def run(assignments: list[str]) -> int:
     """Execute each solution notebook in a fresh kernel and time `attn check` on it; 1 if a budget is missed."""
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
-    from .checking import Engine
+    from .engine.checking import Engine
 
     print(f"{'notebook':<36}{'execute (s)':>12}{'budget':>8}{'attn check (s)':>16}{'budget':>8}"
           f"{'warm (s)':>10}{'budget':>8}")
@@ -132,7 +132,7 @@ def autograde_figures(jobs: int = 2) -> bool:
     """Time `attn autograde` on each class of CLASSES in a scratch course folder; within budget?"""
     import tempfile
 
-    from .autograde import grade_class
+    from .engine.autograde import grade_class
 
     ok = True
     here = os.getcwd()

@@ -88,3 +88,12 @@ def _quiet_stderr() -> Iterator[None]:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)
+
+
+def proc_status_kib(pid: int | str, field: str) -> int:
+    """A field of /proc/PID/status, in KiB (VmHWM: the peak resident memory; VmRSS: the current)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise KeyError(field)

@@ -52,7 +52,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """Grade one notebook with the hidden tests; print a report or the JSON contract."""
-    from .checking import check, render
+    from .engine.checking import check, render
 
     try:
         result = check(args.notebook, assignment=args.assignment)
@@ -103,7 +103,7 @@ def cmd_execute(args: argparse.Namespace) -> int:
 
 def cmd_autograde(args: argparse.Namespace) -> int:
     """Autograde a whole class with a pool of workers; the gradebook gets nbgrader's own scores."""
-    from .autograde import grade_class
+    from .engine.autograde import grade_class
 
     if not Path("nbgrader_config.py").is_file():
         os.chdir(nbs.ROOT)  # the course's own folder; nbgrader reads nbgrader_config.py from the folder it starts in
@@ -215,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", "-j", type=int, default=2, help="with --autograde: processes grading at once")
     p.set_defaults(func=cmd_bench)
 
-    from .translate_cli import add_parsers
+    from .translator.cli import add_parsers
 
     add_parsers(sub)  # attn train, attn translate (notebook 08's translator)
     return parser

@@ -1,6 +1,6 @@
 """What a failed check carries: the catalogue's known mistakes, and the exceptions a check raises.
 
-Shared by the checker (``utils.grading``) and the grader's proxies for the learner's objects (``utils.remote``),
+Shared by the checker (``utils.grading``) and the grader's proxies for the learner's objects (``utils.engine.remote``),
 so that neither imports the other at load time. Graders import these names from ``utils.grading``.
 """
 

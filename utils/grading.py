@@ -54,7 +54,7 @@ TOLERANCE: dict[str, float] = {"rtol": 1e-4, "atol": 1e-5}
 CHECK_TIME_LIMIT_S = float(os.environ.get("ATTN_CHECK_TIME_LIMIT", "20"))
 #: After one check of an exercise timed out, its remaining checks get this long (the loop is likely everywhere).
 AFTER_TIMEOUT_S = 1.0
-#: How the diagnosis of an answer that changes between identical calls begins (`utils.checking` writes it).
+#: How the diagnosis of an answer that changes between identical calls begins (`utils.engine.checking` writes it).
 VARIES = "your output changes from one call to the next with the same inputs"
 #: MIME type of the machine-readable result that ``attn check`` reads from a test cell.
 RESULT_MIME = "application/vnd.attn.check+json"
@@ -162,7 +162,7 @@ class CheckContext:
 
     This class is the learner's kernel (a test cell run as written): every rerun sees the same inputs, an alarm
     stops an endless loop, hidden tests are read from grader/, and under nbgrader's Validate a failure is also said
-    on stderr. While grading, `utils.checking.GradingContext` replaces it: seeds the learner cannot predict, the
+    on stderr. While grading, `utils.engine.checking.GradingContext` replaces it: seeds the learner cannot predict, the
     grader's deadline instead of an alarm, hidden tests loaded before any learner code ran, the grader's parts
     standing in for earlier exercises around each visible check, and a second call to see whether an output varies.
     Subclass it, not `Checker`, to run checks somewhere new.
@@ -687,7 +687,7 @@ class LocalPart:
 
 
 def in_worker(obj: Any) -> bool:
-    """Is `obj` the grader's proxy for an object in the learner's process (a `utils.remote.RemoteObject`)? Asked of
+    """Is `obj` the grader's proxy for an object in the learner's process (a `utils.engine.remote.RemoteObject`)? Asked of
     its real type, which the proxy cannot forward, so that this module needs nothing of the grader's side."""
     return getattr(type(obj), "_attn_remote_type", None) is not None
 
@@ -720,7 +720,7 @@ def standing_in(obj: Any, **parts: Callable[..., Any] | LocalPart) -> Iterator[N
             yield
         return
     from .attention_variants import local_part
-    from .worker import put_back, replace_globals
+    from .substitute import put_back, replace_globals
 
     saved = replace_globals(obj, {n: local_part(p.name) if isinstance(p, LocalPart) else p for n, p in parts.items()})
     try:

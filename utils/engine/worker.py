@@ -1,6 +1,6 @@
 """The learner's side of two-process grading: run notebook cells, answer the grader's calls with plain data.
 
-Started by the grader (``utils.sandbox``) with a socket as file descriptor ``argv[1]``. Everything here runs
+Started by the grader (``utils.engine.sandbox``) with a socket as file descriptor ``argv[1]``. Everything here runs
 next to the learner's code and may be changed by it; the grader trusts none of it. It only ever receives
 inputs, never an expected value, so the one way to make a check pass is to compute the right tensors.
 """
@@ -16,6 +16,7 @@ import traceback
 import types
 from typing import Any
 
+from ..substitute import put_back, replace_globals
 from .protocol import MAX_ITEMS, MAX_PAYLOAD, MAX_TEXT, REQUESTS, ProtocolError, pack, receive
 
 ERROR_WHERE_FRAMES = ("<cell ",)
@@ -71,7 +72,7 @@ class Worker:
                 raise NameError(f"name '{name}' is not defined", name=name)
             return self.ns[name]
         if isinstance(ref, dict) and isinstance(ref.get("local"), str):  # course code (utils.grading.LocalPart)
-            from .attention_variants import local_part
+            from ..attention_variants import local_part
 
             return local_part(ref["local"])
         if isinstance(ref, dict) and isinstance(ref.get("h"), int) and ref["h"] in self.handles:
@@ -261,7 +262,7 @@ class Worker:
         parts = {name: self._stand_in(name) for name in names}
         local = self.decode(msg.get("local"), {}, [])
         if isinstance(local, dict):  # course code that runs here (utils.grading.LocalPart): no call back
-            from .attention_variants import local_part
+            from ..attention_variants import local_part
 
             for name, part in list(local.items())[:20]:
                 if isinstance(name, str) and isinstance(part, str):
@@ -299,72 +300,6 @@ class Worker:
         if reply.get("ok") is not True:
             raise TypeError(str(reply.get("message", f"the course's {name} failed"))[:MAX_TEXT])
         return self.decode(reply.get("value"), payload, [])
-
-
-_ABSENT = object()  # a global that was not defined before a stand-in took its name
-
-
-def replace_globals(target: Any, parts: dict[str, Any]) -> list[tuple[dict[str, Any], str, Any]]:
-    """Bind each of `parts` in the global namespaces `target`'s code reads, where its code uses that name; return
-    (namespace, name, what was there) for `put_back`. A name the code reads but that is not defined (its cell has a
-    SyntaxError) is bound too: the bug then costs points in its own exercise, not a NameError in every later one."""
-    saved = []
-    reads = _global_reads(target)
-    for namespace in _namespaces(target):
-        for name, part in parts.items():
-            if name in namespace or name in reads:
-                saved.append((namespace, name, namespace.get(name, _ABSENT)))
-                namespace[name] = part
-    return saved
-
-
-def put_back(saved: list[tuple[dict[str, Any], str, Any]]) -> None:
-    """Undo `replace_globals`, newest first; a name that was not defined is removed again."""
-    for namespace, name, original in reversed(saved):
-        if original is _ABSENT:
-            namespace.pop(name, None)
-        else:
-            namespace[name] = original
-
-
-def _namespaces(target: Any) -> list[dict[str, Any]]:
-    """The global namespaces that `target`'s own Python code reads (a function's, or a class's methods')."""
-    namespaces: list[dict[str, Any]] = []
-    for fn in _functions(target):
-        if not any(fn.__globals__ is ns for ns in namespaces):
-            namespaces.append(fn.__globals__)
-    return namespaces
-
-
-def _global_reads(target: Any) -> set[str]:
-    """The names `target`'s code may look up as globals (nested functions and comprehensions included)."""
-    names: set[str] = set()
-    codes = [fn.__code__ for fn in _functions(target)]
-    while codes:
-        code = codes.pop()
-        names.update(code.co_names)
-        codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
-    return names
-
-
-def _functions(target: Any) -> list[types.FunctionType]:
-    """The Python functions that make up `target`: itself, or a class's (and its bases') methods."""
-    functions = []
-    if isinstance(target, types.FunctionType):
-        functions.append(target)
-    else:
-        cls = target if isinstance(target, type) else type(target)
-        for klass in getattr(cls, "__mro__", ()):
-            if klass.__module__.split(".")[0] in ("torch", "builtins"):
-                continue
-            for value in vars(klass).values():
-                if isinstance(value, (staticmethod, classmethod)):
-                    value = value.__func__
-                elif isinstance(value, property):
-                    value = value.fget
-                if isinstance(value, types.FunctionType):
-                    functions.append(value)
-    return functions
 
 
 def _close_figures() -> None:

@@ -1,7 +1,7 @@
 """What crosses between the grader and the learner's worker: the framing, the limits and the messages.
 
-Both sides import this module and nothing of each other: the worker (``utils.worker``, in the learner's process)
-never imports the grader's modules, and the grader (``utils.remote``) never imports the worker's.
+Both sides import this module and nothing of each other: the worker (``utils.engine.worker``, in the learner's process)
+never imports the grader's modules, and the grader (``utils.engine.remote``) never imports the worker's.
 
 A message is a frame header (two lengths), a JSON object, and the tensors as one safetensors blob, so decoding it
 runs no code of the sender's (no pickle). The grader sends requests, one at a time; the worker answers each with

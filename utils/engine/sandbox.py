@@ -2,7 +2,7 @@
 
 Grading starts one *zygote* process that imports the heavy libraries (torch, IPython, matplotlib) once and then
 only ever forks: each worker is a fresh fork, ready in milliseconds, so a worker killed for an endless loop is
-replaced at once. The zygote never runs the learner's code; its workers do (``utils.worker``).
+replaced at once. The zygote never runs the learner's code; its workers do (``utils.engine.worker``).
 
 Started as root (an instructor's grading machine, a container, CI), the zygote is PID 1 of its own mount, PID and
 network namespaces. The workers see the system's programs and libraries, the Python installation and the `utils`
@@ -21,7 +21,7 @@ zygote is not dumpable, so a worker cannot take it over with ptrace either.
 
 Where neither is possible (macOS, a kernel without user namespaces), workers run as the same user, each in its own
 process group, with the same resource limits, and the grader checks its own files before and after (see
-`utils.checking`).
+`utils.engine.checking`).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ SHARED_WRITABLE = ["/var/tmp", "/dev/shm", "/run/lock", "/var/lock", "/run/user"
 #: Environment variables passed on to the worker; everything else (secrets included) stays behind.
 PASS_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "TZ")
 #: Imported once by the zygote, so that every worker starts with them loaded.
-PRELOAD = ("torch", "IPython.core.interactiveshell", "matplotlib.pyplot", "seaborn", "utils.worker", "utils.grading",
+PRELOAD = ("torch", "IPython.core.interactiveshell", "matplotlib.pyplot", "seaborn", "utils.engine.worker", "utils.grading",
            "utils.viz", "utils.blocks")
 
 MEMORY_MB = int(os.environ.get("ATTN_WORKER_MEMORY_MB", "6144"))
@@ -131,15 +131,6 @@ def _masks(course_root: Path, hidden: list[Path]) -> list[str]:
     return sorted(set(masks), key=len)
 
 
-def proc_status_kib(pid: int | str, field: str) -> int:
-    """A field of /proc/PID/status, in KiB (VmHWM: the peak resident memory; VmRSS: the current)."""
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise KeyError(field)
-
-
 def _children(pid: int) -> list[int]:
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
@@ -163,14 +154,14 @@ class Zygote:
                       "env": worker_env(home, course_root), "isolated": True, "home": home,
                       "userns": not _as_root(), "start": start_method()}
             cmd = [shutil.which("unshare") or "unshare", *namespace_flags(), "--kill-child", sys.executable, "-m",
-                   "utils.sandbox", json.dumps(config)]
+                   "utils.engine.sandbox", json.dumps(config)]
             env = {**os.environ, "PYTHONPATH": str(course_root)}
         else:
             home = tempfile.mkdtemp(prefix="attn-worker-")
             self.token = f"attn-{os.getpid()}-{time.monotonic_ns()}"
             config = {"fd": fd, "env": worker_env(home, course_root, self.token), "isolated": False, "home": home,
                       "start": start_method()}
-            cmd = [sys.executable, "-m", "utils.sandbox", json.dumps(config)]
+            cmd = [sys.executable, "-m", "utils.engine.sandbox", json.dumps(config)]
             env = {**os.environ, "PYTHONPATH": str(course_root)}
         self.home = home
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -414,7 +405,7 @@ def _recycle(config: dict[str, Any]) -> bool:
 
 def _spawn_worker(config: dict[str, Any], fd: int) -> int:
     """Start a worker as a fresh interpreter (fork and exec in C, no Python between them) that inherits only `fd`."""
-    argv = [sys.executable, "-m", "utils.sandbox", "--worker", json.dumps({**config, "fd": fd})]
+    argv = [sys.executable, "-m", "utils.engine.sandbox", "--worker", json.dumps({**config, "fd": fd})]
     # From "/": `python -m` puts its folder first on sys.path, and the workers' home is theirs to write.
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, pass_fds=(fd,), close_fds=True, cwd="/")
     proc.returncode = 0  # reaped by the kernel (SIGCHLD is ignored here): Popen must not wait for it
@@ -422,7 +413,7 @@ def _spawn_worker(config: dict[str, Any], fd: int) -> int:
 
 
 def spawned_worker(config: dict[str, Any]) -> None:
-    """`python -m utils.sandbox --worker CONFIG`: the spawn path's worker, set up exactly as a forked one."""
+    """`python -m utils.engine.sandbox --worker CONFIG`: the spawn path's worker, set up exactly as a forked one."""
     _become_worker(ctypes.CDLL(None, use_errno=True), config, config["fd"])
 
 

@@ -1,7 +1,7 @@
 """nbgrader's autograder on two-process grading: each grade cell gets the score the grader computed.
 
 `nbgrader_config.py` puts :class:`GradeInWorker` where nbgrader's `Execute` step was. No kernel runs the
-submission: `utils.checking.grade` runs the learner's cells in an isolated worker and the course's test cells in
+submission: `utils.engine.checking.grade` runs the learner's cells in an isolated worker and the course's test cells in
 this process, exactly as `attn check` does, so both give the same scores. Only the course's grade cells keep
 their nbgrader metadata; a grade cell the learner added, duplicated or renamed becomes an ordinary cell worth
 nothing, and a test cell the learner deleted is put back after its answer cell.
@@ -25,7 +25,7 @@ from traitlets import Bool
 
 def score_output(result: dict[str, Any], count: int) -> NotebookNode:
     """The execute_result nbgrader reads as partial credit (text/plain is the score), with the check table."""
-    from .grading import RESULT_MIME, report_html
+    from ..grading import RESULT_MIME, report_html
 
     report = {"id": result["id"], "score": result["score"], "max_score": result["max_score"],
               "passed": result["passed"], "feedback": result["feedback"], "mistake": result["mistake"],
@@ -96,7 +96,7 @@ class KeepCourseCells(Preprocessor):
     enabled = Bool(True).tag(config=True)
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
-        from . import notebooks as nbs
+        from .. import notebooks as nbs
 
         notebook = resources["nbgrader"]["notebook"]
         if notebook not in nbs.assignments():
@@ -124,9 +124,9 @@ _TAKEN = [0]  # gradings GradeInWorker took from AHEAD
 
 
 def steps_key(learner: NotebookNode, notebook: str) -> str:
-    """A digest of exactly what grading a notebook runs (`utils.checking.plan`: every cell, in order, with its
+    """A digest of exactly what grading a notebook runs (`utils.engine.checking.plan`: every cell, in order, with its
     origin): two notebooks with one key are graded alike, whatever else differs between them."""
-    from . import notebooks as nbs
+    from .. import notebooks as nbs
     from .checking import plan
 
     steps = plan(nbs.read(nbs.solution_path(notebook)), learner)
@@ -135,7 +135,7 @@ def steps_key(learner: NotebookNode, notebook: str) -> str:
 
 
 def engine() -> Any:
-    """This process's grading engine: one warm zygote for every submission graded here (`utils.checking.Engine`)."""
+    """This process's grading engine: one warm zygote for every submission graded here (`utils.engine.checking.Engine`)."""
     global _ENGINE
     if _ENGINE is None:
         import atexit
@@ -153,7 +153,7 @@ class GradeInWorker(Preprocessor):
     enabled = Bool(True).tag(config=True)  # nbconvert preprocessors are off unless enabled
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
-        from . import notebooks as nbs
+        from .. import notebooks as nbs
         from .checking import grade
 
         notebook = resources["nbgrader"]["notebook"]
@@ -209,7 +209,7 @@ def grade_class(assignment: str, *, jobs: int = 2, students: list[str] | None = 
 
     from tqdm import tqdm
 
-    from . import notebooks as nbs
+    from .. import notebooks as nbs
 
     if assignment not in nbs.assignments():
         raise nbs.CourseError(f"no notebook called {assignment!r} in the course (known: {', '.join(nbs.assignments())})")

@@ -1,8 +1,8 @@
 """Grade a learner's notebook: their code runs in a worker process, the checks and the score here.
 
-This is what `attn check` and nbgrader's autograder (`utils.autograde`) both run. The grader process reads the
+This is what `attn check` and nbgrader's autograder (`utils.engine.autograde`) both run. The grader process reads the
 course's own copy of every test cell (from solutions/, hidden tests included) and runs it itself, with each
-exercise name bound to a proxy for the learner's object in the worker (`utils.remote`). The worker runs the
+exercise name bound to a proxy for the learner's object in the worker (`utils.engine.remote`). The worker runs the
 learner's cells in the course's order: each course cell as the course wrote it, each answer cell as the learner
 wrote it, and the cells the learner added where they put them. Cells the learner added, duplicated, renamed or
 re-tagged never count as tests; a test cell they moved or deleted is graded after its answer cell all the same.
@@ -36,8 +36,8 @@ import nbformat
 import torch
 from nbformat import NotebookNode
 
-from . import notebooks as nbs
-from .grading import VARIES, CheckContext, Checker, grader_dir, load_grader, load_references, standing_in
+from .. import notebooks as nbs
+from ..grading import VARIES, CheckContext, Checker, grader_dir, load_grader, load_references, standing_in
 
 #: Seconds the checks of one exercise may take, all calls into the learner's code included.
 EXERCISE_TIME_LIMIT_S = float(os.environ.get("ATTN_EXERCISE_TIME_LIMIT", "10"))
@@ -388,7 +388,7 @@ def _result(exercise: str, points: float, checker: Checker | None, override: str
 
 
 class Engine:
-    """Grades notebooks one after another with one warm zygote (`utils.sandbox`), so that each grading after the first
+    """Grades notebooks one after another with one warm zygote (`utils.engine.sandbox`), so that each grading after the first
     skips the seconds of starting Python and importing torch: `with Engine() as engine: engine.check(path)`.
 
     Between two notebooks the zygote is recycled: every worker and every process they started ends, and every folder

@@ -395,7 +395,7 @@ def attend(attn: nn.Module, query: torch.Tensor, k: torch.Tensor, v: torch.Tenso
     return attn.W_o(out.transpose(1, 2).reshape(B, Lq, d))
 
 
-def _torch_mask(mask: torch.Tensor | None, heads: int) -> torch.Tensor | None:
+def torch_mask(mask: torch.Tensor | None, heads: int) -> torch.Tensor | None:
     """The course's (B, 1, Lq, Lk) True-may-attend mask as PyTorch's (B * heads, Lq, Lk) True-is-blocked one."""
     if mask is None:
         return None
@@ -414,7 +414,7 @@ class BuiltinEncoderLayer(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         if mask is not None:
             mask = mask.expand(x.shape[0], 1, x.shape[1], x.shape[1])
-        return self.layer(x, src_mask=_torch_mask(mask, self.num_heads))
+        return self.layer(x, src_mask=torch_mask(mask, self.num_heads))
 
 
 class BuiltinDecoderLayer(nn.Module):
@@ -444,8 +444,8 @@ class BuiltinDecoderLayer(nn.Module):
                 tgt_mask = tgt_mask.expand(B, 1, L, L)
             if src_mask is not None:
                 src_mask = src_mask.expand(B, 1, L, Ls)
-            return self.layer(x, memory, tgt_mask=_torch_mask(tgt_mask, self.num_heads),
-                              memory_mask=_torch_mask(src_mask, self.num_heads))
+            return self.layer(x, memory, tgt_mask=torch_mask(tgt_mask, self.num_heads),
+                              memory_mask=torch_mask(src_mask, self.num_heads))
         lay = self.layer
         h = lay.norm1(x)
         new_kv = self._cached(lay.self_attn, h, None, h, None)[1]

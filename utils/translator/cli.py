@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import notebooks as nbs
+from .. import notebooks as nbs
 
 NOTEBOOK = "08_transformer_translator"
 #: The notebook's configuration (section 6 and 8): the commands train the same model.
@@ -47,7 +47,7 @@ def _notebook(given: str | None) -> Path:
 
 def learner_parts(notebook: Path, need: tuple[str, ...]) -> tuple[dict[str, Any], str]:
     """The learner's notebook-08 answers named in `need` (plus the parts from 03-05), and a one-line summary."""
-    from .translator import load_answers, load_parts
+    from . import load_answers, load_parts
 
     if not notebook.is_file():
         raise UserError(f"{notebook} not found: pass --notebook with your copy of {NOTEBOOK}.ipynb")
@@ -74,7 +74,7 @@ def _probe(name: str, obj: Any, answers: dict[str, Any], base: dict[str, Any]) -
     only when called)."""
     import torch
 
-    from .translator import Translator
+    from . import Translator
 
     try:
         if name in ("EncoderLayer", "DecoderLayer"):
@@ -92,7 +92,7 @@ def _probe(name: str, obj: Any, answers: dict[str, Any], base: dict[str, Any]) -
 
 
 def _build(answers: dict[str, Any], src_size: int, tgt_size: int, config: dict[str, Any] | None = None):
-    from .translator import Translator
+    from . import Translator
 
     cfg = {**MODEL_CONFIG, **(config or {})}
     cfg.pop("src_vocab_size", None)
@@ -135,8 +135,8 @@ def _data(path: str | None):
 def cmd_train(args: argparse.Namespace) -> int:
     import torch
 
+    from . import Batches, TrainConfig, Trainer, bleu, checkpoint_path, load_checkpoint, translate
     from .corpus import Vocab
-    from .translator import Batches, TrainConfig, Trainer, bleu, checkpoint_path, load_checkpoint, translate
 
     torch.set_num_threads(1)
     (train_pairs, held_out), described = _data(args.data)
@@ -235,8 +235,8 @@ def _print_vocabulary(vocab) -> None:
 def cmd_translate(args: argparse.Namespace) -> int:
     import torch
 
+    from . import checkpoint_path, read_checkpoint
     from .corpus import Vocab, tokenize
-    from .translator import checkpoint_path, read_checkpoint
 
     text = " ".join(args.sentence).strip()
     if not text and not args.vocabulary:
@@ -288,8 +288,8 @@ def _write_attention(model, src, tokens, src_vocab, tgt_vocab, path: Path) -> No
     import matplotlib.pyplot as plt
     import torch
 
-    from .translator import capture_attention
-    from .viz import alignment_heatmaps
+    from ..viz import alignment_heatmaps
+    from . import capture_attention
 
     tokens = tokens.tolist()
     if model.eos_id in tokens:

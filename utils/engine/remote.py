@@ -1,6 +1,6 @@
 """The grader's side of two-process grading: messages to the learner's worker, and proxies for its objects.
 
-The learner's code runs in a worker process (``utils.worker``). The grader never runs it: a name such as
+The learner's code runs in a worker process (``utils.engine.worker``). The grader never runs it: a name such as
 ``softmax`` in a test cell is a :class:`RemoteObject` whose calls travel to the worker as messages and whose
 results come back as plain data. A message is a JSON header plus tensors serialised with safetensors, so
 decoding it runs no code of the sender's (no pickle). Whatever the worker sends is only data: a wrong answer,
@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from .failures import CheckFailure
+from ..failures import CheckFailure
 from .protocol import MAX_ITEMS, MAX_TEXT, ProtocolError, pack, receive
 
 REPLAY_S = 1.0  # a call that took longer is not made a second time to see whether its result varies
@@ -118,7 +118,7 @@ class _Encoder:
 
 # -- the worker process, seen from the grader ----------------------------------------------------------------
 class Worker:
-    """One worker process running the learner's code (forked by `utils.sandbox.Zygote`), and the messages to it."""
+    """One worker process running the learner's code (forked by `utils.engine.sandbox.Zygote`), and the messages to it."""
 
     def __init__(self, zygote: Any, ready_timeout: float = 60.0) -> None:
         self.zygote = zygote
@@ -264,10 +264,10 @@ class Worker:
         header = {"op": "call", "ref": ref, "args": enc(list(args)), "kwargs": enc(dict(kwargs)),
                   "grad": torch.is_grad_enabled(), "seed": int(torch.randint(0, 2**62, ()).item())}
         if measure:
-            before = self._reset_peak()
+            before = self.reset_peak()
         reply, tensors = self.request(header, enc.tensors)
         if measure:
-            peak = max(0, self._status_kib("VmHWM") - before) * 1024
+            peak = max(0, self.status_kib("VmHWM") - before) * 1024
         outs: list[torch.Tensor] = []
         value = self.decode(reply.get("value"), tensors, outs)
         needs = reply.get("requires_grad")
@@ -322,15 +322,15 @@ class Worker:
             raise WorkerLost("protocol: a malformed gradient reply")
         return value
 
-    def _status_kib(self, field: str) -> int:
-        from .sandbox import proc_status_kib
+    def status_kib(self, field: str) -> int:
+        from ..blocks import proc_status_kib
 
         return proc_status_kib(self.pid, field)
 
-    def _reset_peak(self) -> int:
+    def reset_peak(self) -> int:
         with open(f"/proc/{self.pid}/clear_refs", "w") as f:
             f.write("5")
-        return self._status_kib("VmRSS")
+        return self.status_kib("VmRSS")
 
 
 class _Attach(torch.autograd.Function):
