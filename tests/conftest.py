@@ -11,10 +11,16 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-import pytest
-from nbformat import NotebookNode
+# Every process of a test run computes on one thread: the suite runs two test workers on two cores, and torch's
+# OpenMP threads in several processes spin against each other (03's notebook alone: 22 s; beside 02, 58 s with two
+# threads each, 21 s with one). Set before torch is imported; kernels, graders and workers inherit it.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")
 
-from utils import notebooks as nbs
+import pytest  # noqa: E402
+from nbformat import NotebookNode  # noqa: E402
+
+from utils import notebooks as nbs  # noqa: E402
 
 ASSIGNMENTS = nbs.assignments()
 
@@ -27,6 +33,20 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["MPLCONFIGDIR"] = str(home / "mpl")
     os.environ["IPYTHONDIR"] = str(home / "ipython")
     os.environ["JUPYTER_RUNTIME_DIR"] = str(home / "runtime")
+
+
+#: Tests that take a minute or more, longest first: started first, so that two workers finish together rather than
+#: one waiting for the other's last long test (pytest-xdist hands out tests in collection order).
+LONGEST_FIRST = ("test_nbval.py::test_solution_notebook_passes_nbval[08", "test_browser.py", "test_hub.py",
+                 "test_nbgrader_flow.py::test_generate_autograde", "test_sandbox_userns.py", "test_submission_files.py",
+                 "test_nbval.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        return next((i for i, key in enumerate(LONGEST_FIRST) if key in item.nodeid), len(LONGEST_FIRST))
+
+    items.sort(key=rank)  # stable: the rest keep their order
 
 
 def plants(assignment: str) -> ModuleType:
@@ -58,7 +78,7 @@ def planted_copy(assignment: str, edits: list[dict], dest: Path) -> Path:
 _ENGINE = None
 
 
-def _engine():
+def engine():
     """This test process's grading engine: one warm zygote for every `attn_check` here (closed at exit)."""
     global _ENGINE
     if _ENGINE is None:
@@ -79,7 +99,7 @@ def attn_check(path: Path | str, *extra: str, env: dict[str, str] | None = None,
     exactly one JSON object.
     """
     if not (extra or env or cli):
-        result = _engine().check(path)
+        result = engine().check(path)
         result.pop("_checks", None)
         result.pop("_notes", None)
         return json.loads(json.dumps(result))  # what --json prints: JSON, nothing else

@@ -27,13 +27,14 @@ on the unchanged solution. A plant whose `old` no longer occurs exactly once in 
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib.util
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -79,20 +80,26 @@ def plant_id(plant: dict, index: int) -> str:
 TIME_LIMIT = os.environ.get("ATTN_EXERCISE_TIME_LIMIT", "60")
 
 
-def attn_check(path: Path, timeout: int = 600) -> tuple[dict | None, str]:
-    """`attn check PATH --json`: (the result, "") or (None, why it failed)."""
+def attn_check(path: Path) -> tuple[dict | None, str]:
+    """What `attn check PATH --json` prints: (the result, "") or (None, why it failed). Graded by this thread's warm
+    engine (the function the command calls, without starting Python, torch and a sandbox for every plant)."""
+    from utils.engine import checking
+
+    checking.EXERCISE_TIME_LIMIT_S = float(TIME_LIMIT)
+    engine = getattr(_THREAD, "engine", None)
+    if engine is None:
+        engine = _THREAD.engine = checking.Engine()
+        atexit.register(engine.close)
     try:
-        proc = subprocess.run([sys.executable, "-m", "utils.cli", "check", str(path), "--json"],
-                              check=False, capture_output=True, text=True, cwd=ROOT, timeout=timeout,
-                              env={**os.environ, "ATTN_EXERCISE_TIME_LIMIT": TIME_LIMIT})
-    except subprocess.TimeoutExpired:
-        return None, f"attn check took more than {timeout} s"
-    if proc.returncode != 0:
-        return None, f"attn check exited {proc.returncode}: " + (proc.stderr.strip().splitlines() or [""])[-1]
-    try:
-        return json.loads(proc.stdout), ""
-    except json.JSONDecodeError as exc:
-        return None, f"attn check printed no JSON ({exc})"
+        result = engine.check(path)
+    except Exception as exc:  # noqa: BLE001 - recorded as this plant's error; the others go on
+        return None, f"attn check could not grade it: {type(exc).__name__}: {exc}"
+    result.pop("_checks", None)
+    result.pop("_notes", None)
+    return json.loads(json.dumps(result)), ""
+
+
+_THREAD = threading.local()
 
 
 def write_planted(plant: dict, dest: Path) -> str:

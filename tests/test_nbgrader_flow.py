@@ -12,48 +12,52 @@ from utils import notebooks as nbs
 from .conftest import ASSIGNMENTS, assert_no_secrets, fill_answers, nbgrader
 
 
-@pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_generate_autograde_feedback_in_a_course_directory(assignment, tmp_path):
-    # The repository's layout: source and (committed) release side by side, commands as README gives them.
+def test_generate_autograde_feedback_in_a_course_directory(tmp_path):
+    """Every notebook through nbgrader's own commands at once (`"*"`: one command per step, as an instructor may type
+    it for a whole course), in the repository's layout: source and (committed) release side by side."""
     course = tmp_path / "course"
-    shutil.copytree(nbs.SOLUTIONS / assignment, course / "solutions" / assignment)
-    shutil.copytree(nbs.NOTEBOOKS / assignment, course / "notebooks" / assignment)
+    for assignment in ASSIGNMENTS:
+        shutil.copytree(nbs.SOLUTIONS / assignment, course / "solutions" / assignment)
+        shutil.copytree(nbs.NOTEBOOKS / assignment, course / "notebooks" / assignment)
     shutil.copy(nbs.ROOT / "nbgrader_config.py", course)
 
     # A learner has been working in notebooks/: no instructor command may touch their copy.
-    mine = course / "notebooks" / assignment / f"{assignment}.ipynb"
+    mine = course / "notebooks" / ASSIGNMENTS[0] / f"{ASSIGNMENTS[0]}.ipynb"
     mine.write_text(mine.read_text().replace("raise NotImplementedError()", "return 42  # my work", 1))
     before = mine.read_bytes()
 
-    nbgrader(course, "generate_assignment", assignment)
-    nbgrader(course, "generate_assignment", assignment, "--force")  # regenerating is safe too
-    released = course / "release" / assignment
-    assert [p.name for p in released.iterdir()] == [f"{assignment}.ipynb"]
-    assert (released / f"{assignment}.ipynb").read_bytes() == nbs.release_path(assignment).read_bytes()
+    nbgrader(course, "generate_assignment", "*")
+    nbgrader(course, "generate_assignment", "*", "--force")  # regenerating is safe too
     assert mine.read_bytes() == before
+    for assignment in ASSIGNMENTS:
+        released = course / "release" / assignment
+        assert [p.name for p in released.iterdir()] == [f"{assignment}.ipynb"]
+        assert (released / f"{assignment}.ipynb").read_bytes() == nbs.release_path(assignment).read_bytes(), assignment
 
-    # alice fills in every answer with the solution; bob hands in the blank copy.
-    alice = fill_answers(nbs.read(released / f"{assignment}.ipynb"), assignment)
-    nbs.write(alice, course / "submitted" / "alice" / assignment / f"{assignment}.ipynb")
-    bob = course / "submitted" / "bob" / assignment
-    bob.mkdir(parents=True)
-    shutil.copy(released / f"{assignment}.ipynb", bob)
+        # alice fills in every answer with the solution; bob hands in the blank copy.
+        alice = fill_answers(nbs.read(released / f"{assignment}.ipynb"), assignment)
+        nbs.write(alice, course / "submitted" / "alice" / assignment / f"{assignment}.ipynb")
+        bob = course / "submitted" / "bob" / assignment
+        bob.mkdir(parents=True)
+        shutil.copy(released / f"{assignment}.ipynb", bob)
 
-    nbgrader(course, "autograde", assignment, "--create")
-    nbgrader(course, "generate_feedback", assignment)
+    nbgrader(course, "autograde", "*", "--create")
+    nbgrader(course, "generate_feedback", "*")
 
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        graded = {s: gb.find_submission(assignment, s) for s in ("alice", "bob")}
-        assert graded["alice"].score == graded["alice"].max_score > 0
-        assert graded["bob"].score == 0
+        for assignment in ASSIGNMENTS:
+            graded = {s: gb.find_submission(assignment, s) for s in ("alice", "bob")}
+            assert graded["alice"].score == graded["alice"].max_score > 0, assignment
+            assert graded["bob"].score == 0, assignment
 
-    for student in ("alice", "bob"):
-        html = (course / "feedback" / student / assignment / f"{assignment}.html").read_text()
-        assert "HIDDEN TESTS" not in html and "check.hidden" not in html
-        assert "points</b>" in html, "feedback shows each exercise's score table"
-        assert_no_secrets(html, assignment, f"{student}'s feedback")
-        files = [p.name for p in (course / "feedback" / student / assignment).iterdir()]
-        assert files == [f"{assignment}.html"]
+    for assignment in ASSIGNMENTS:
+        for student in ("alice", "bob"):
+            html = (course / "feedback" / student / assignment / f"{assignment}.html").read_text()
+            assert "HIDDEN TESTS" not in html and "check.hidden" not in html
+            assert "points</b>" in html, "feedback shows each exercise's score table"
+            assert_no_secrets(html, assignment, f"{student}'s feedback")
+            files = [p.name for p in (course / "feedback" / student / assignment).iterdir()]
+            assert files == [f"{assignment}.html"]
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
