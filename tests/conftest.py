@@ -40,12 +40,29 @@ def pytest_configure(config: pytest.Config) -> None:
 LONGEST_FIRST = ("test_nbval.py::test_solution_notebook_passes_nbval[08", "test_browser.py", "test_hub.py",
                  "test_nbgrader_flow.py::test_generate_autograde", "test_sandbox_userns.py", "test_submission_files.py",
                  "test_nbval.py")
+#: Files whose tests share an expensive module fixture (a JupyterLab, Unix users, graded plants): one worker runs them
+#: all (`make test` distributes with --dist loadgroup), so the fixture is built once.
+SHARED_FIXTURE = ("test_browser.py", "test_browser_untrusted.py", "test_submission_files.py", "test_feedback_quality.py",
+                  "test_translator.py", "test_readme.py", "test_cli.py", "test_corpus.py", "test_remote.py")
+#: What `make test-fast` leaves out (`-m "not slow"`): notebooks executed, browsers, hubs, Unix users, nbgrader's
+#: commands, attacks, and every grading round trip but notebook 01's.
+SLOW = ("test_nbval.py", "test_browser", "test_hub.py", "test_submission_files.py", "test_sandbox_userns.py",
+        "test_nbgrader_flow.py", "test_adversarial.py", "test_release.py", "test_feedback_quality.py",
+        "test_translator.py", "test_stored_outputs.py", "test_engine.py", "test_isolation.py", "test_readme.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     def rank(item: pytest.Item) -> int:
         return next((i for i, key in enumerate(LONGEST_FIRST) if key in item.nodeid), len(LONGEST_FIRST))
 
+    for item in items:
+        file = item.nodeid.split("::")[0].rsplit("/", 1)[-1]
+        if file in SHARED_FIXTURE:
+            item.add_marker(pytest.mark.xdist_group(file))
+        roundtrip_elsewhere = file == "test_roundtrip.py" and ASSIGNMENTS[0] not in item.nodeid \
+            and f"[{ASSIGNMENTS[0][:2]}-" not in item.nodeid
+        if any(file.startswith(slow.removesuffix(".py")) for slow in SLOW) or roundtrip_elsewhere:
+            item.add_marker(pytest.mark.slow)
     items.sort(key=rank)  # stable: the rest keep their order
 
 

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from utils import corpus
+from utils.translator import corpus
 from utils.translator.corpus import (
     Pair,
     Vocab,

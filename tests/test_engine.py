@@ -3,13 +3,17 @@ notebook's code leaves behind (files in its home, processes it started) reaches 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from utils import notebooks as nbs
-from utils.engine.checking import Engine
+from utils.engine.checking import Engine, load_learner_notebook
 from utils.engine.sandbox import Zygote, isolation
 
 from .conftest import by_id, planted_copy
+from .engine_sample import SEED, sample, scores
 
 NB = "01_attention_intuition"
 # The softmax cell looks for what an earlier notebook may have left, leaves it itself, and starts a process that
@@ -89,3 +93,27 @@ def test_workers_start_by_spawn_where_asked(start, tmp_path, monkeypatch):
         result = by_id(engine.check(planted_copy(NB, [SPAWNED_ONLY], tmp_path)))
     assert result["softmax"]["passed"] == (start == "spawn"), result["softmax"]
     assert result["attention_pool"]["passed"] and result["additive_scores"]["passed"], result
+
+
+RECORDED = json.loads((Path(__file__).parent / "engine_scores.json").read_text())
+
+
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_the_same_submissions_score_the_same_before_and_after_the_engine_change(start, tmp_path, monkeypatch):
+    """tests/engine_sample.py's submissions (every notebook: its solution, a catalogued mistake, a correct variant),
+    graded with one seed by today's warm engine, workers forked and spawned, score exactly what the engine before
+    issue 22 gave them (tests/engine_scores.json, recorded at commit 2c4050a)."""
+    from .conftest import plants
+
+    monkeypatch.setenv("ATTN_WORKER_START", start)
+    chosen = sample(plants)
+    assert sorted(key for key, _, _ in chosen) == sorted(RECORDED), "record the sample again (tests/engine_sample.py)"
+    differ = {}
+    with Engine() as engine:
+        for i, (key, notebook, edits) in enumerate(chosen):
+            learner = load_learner_notebook(planted_copy(notebook, edits, tmp_path / str(i)))
+            got = scores(engine.grade(learner, notebook, seed=SEED))
+            if got != RECORDED[key]:
+                differ[key] = {"now": got, "before": RECORDED[key]}
+        assert engine.started == 1 or isolation() is not None
+    assert not differ, differ
