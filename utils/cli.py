@@ -133,19 +133,27 @@ def cmd_docs(args: argparse.Namespace) -> int:
 
 
 def cmd_i18n(args: argparse.Namespace) -> int:
-    """Report (or, with --todo, print for translating) what keeps a language's edition from being current."""
+    """Report what keeps a language's edition from being current (the notebooks' translations and the catalogue of
+    messages); --todo prints YAML to translate; --update brings the catalogue in step with the sources."""
     from . import i18n
 
-    problems = []
+    if args.update:
+        total, missing = i18n.update_catalogue(args.lang)
+        print(f"{i18n.catalogue_path(args.lang).relative_to(nbs.ROOT)}: {total} messages, {missing} to translate")
+        return 0
+    problems: list[object] = []
     for notebook in args.assignments or nbs.assignments():
         if args.todo:
             print(i18n.todo(args.lang, notebook), end="")
             continue
         problems += i18n.status(args.lang, notebook)
+    if args.todo:
+        return 0
+    if not args.assignments:
+        problems += i18n.catalogue_problems(args.lang)
     for problem in problems:
         print(problem)
-    if not args.todo:
-        print(f"{i18n.NAMES.get(args.lang, args.lang)}: {len(problems)} cell(s) to translate or fix")
+    print(f"{i18n.NAMES.get(args.lang, args.lang)}: {len(problems)} cell(s) or message(s) to translate or fix")
     return 1 if problems else 0
 
 
@@ -206,6 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("assignments", nargs="*", help="assignment ids (default: all)")
     p.add_argument("--lang", default="zh", help="the edition's language (default: zh)")
     p.add_argument("--todo", action="store_true", help="print YAML entries to translate, with the English")
+    p.add_argument("--update", action="store_true",
+                   help="bring utils/locale/LANG/LC_MESSAGES/attn.po in step with the sources, and compile it")
     p.set_defaults(func=cmd_i18n)
 
     p = sub.add_parser("bench", help="measure the performance budgets and print the figures")

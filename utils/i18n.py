@@ -382,3 +382,136 @@ def language_of(nb: NotebookNode) -> str:
         if cell.cell_type == "code" and (m := re.search(r"""set_language\(\s*["'](\w+)["']\s*\)""", cell.source)):
             return m.group(1) if m.group(1) in LANGUAGES else "en"
     return "en"
+
+
+# -- the catalogue of utils' and the graders' messages (gettext, through Babel) -----------------------------------
+#: Where messages are found: calls of `_` (and `N_`, a mark that translates later) everywhere; in the graders also
+#: the catalogue's Mistake(name, explanation, section) and the strings given to a check (its label, the `what` of
+#: a comparison), which the checker translates when it shows them.
+CATALOGUED = ("utils", "grader")
+DOMAIN = "attn"
+
+
+def N_(message: str) -> str:  # noqa: N802 - gettext's name for "mark for translation, translate later"
+    """Mark `message` for the catalogue without translating it now (it is translated where it is shown)."""
+    return message
+
+
+def _string(node: ast.AST) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def extract(root: Path = nbs.ROOT) -> dict[str, list[tuple[str, int]]]:
+    """Every message to translate, with where it is written: {msgid: [(file, line), ...]}."""
+    found: dict[str, list[tuple[str, int]]] = {}
+
+    def add(text: str | None, file: str, line: int) -> None:
+        if text and re.search(r"[A-Za-z]", text):
+            found.setdefault(text, []).append((file, line))
+
+    for folder in CATALOGUED:
+        for path in sorted((root / folder).rglob("*.py")):
+            rel = str(path.relative_to(root))
+            grader = folder == "grader"
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), rel)):
+                if not isinstance(node, ast.Call):
+                    continue
+                func = node.func
+                name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+                if name in ("_", "N_") and node.args:
+                    add(_string(node.args[0]), rel, node.lineno)
+                elif grader and name == "Mistake":
+                    for arg in [*node.args, *(k.value for k in node.keywords)]:
+                        add(_string(arg), rel, node.lineno)
+                elif grader and _is_check_call(node):
+                    for arg in [*node.args, *(k.value for k in node.keywords if k.arg not in ("mistakes",))]:
+                        add(_string(arg), rel, node.lineno)
+    return found
+
+
+def catalogue_path(lang: str, kind: str = "po") -> Path:
+    return LOCALES / lang / "LC_MESSAGES" / f"{DOMAIN}.{kind}"
+
+
+def template() -> Any:
+    """The catalogue's template (what `extract` finds), as a Babel Catalog."""
+    import datetime
+
+    from babel.messages.catalog import Catalog
+
+    catalog = Catalog(project="attention-course", version="0.1.0", domain=DOMAIN, charset="utf-8",
+                      copyright_holder="the attention course's authors", msgid_bugs_address="",
+                      creation_date=datetime.datetime(2026, 11, 26, tzinfo=datetime.timezone.utc))
+    for msgid, places in sorted(extract().items()):
+        catalog.add(msgid, locations=places)
+    return catalog
+
+
+def read_catalogue(lang: str) -> Any:
+    from babel.messages.pofile import read_po
+
+    path = catalogue_path(lang)
+    if not path.is_file():
+        from babel.messages.catalog import Catalog
+
+        return Catalog(locale=lang, domain=DOMAIN)
+    with path.open("rb") as f:
+        return read_po(f, locale=lang, domain=DOMAIN)
+
+
+def update_catalogue(lang: str) -> tuple[int, int]:
+    """Bring locale/<lang>/LC_MESSAGES/attn.po in step with the sources (new messages empty, vanished ones dropped,
+    changed ones fuzzy) and compile its .mo; returns (messages, untranslated)."""
+    from babel.messages.mofile import write_mo
+    from babel.messages.pofile import write_po
+
+    catalog = read_catalogue(lang)
+    catalog.update(template(), no_fuzzy_matching=False)
+    catalog.obsolete.clear()
+    catalog.fuzzy = False  # the header: a fuzzy header is left out of the .mo, and gettext then reads no charset
+    catalog.revision_date = catalog.creation_date
+    catalog.project, catalog.version, catalog.msgid_bugs_address = "attention-course", "0.1.0", ""
+    catalog.header_comment = (f"# {NAMES.get(lang, lang)} translations of the attention course's messages: the checker's, "
+                              f"the graders' and the attn command's.\n# Kept in step with the sources by `attn i18n "
+                              f"--update`; a test fails while one is missing.\n#")
+    catalog.language_team = f"{NAMES.get(lang, lang)} <https://github.com/>"
+    catalog.last_translator = "the attention course's translators"
+    path = catalogue_path(lang)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as f:
+        write_po(f, catalog, width=120, sort_output=True, include_previous=True)
+    with catalogue_path(lang, "mo").open("wb") as f:
+        write_mo(f, catalog, use_fuzzy=False)
+    _catalogue.cache_clear()
+    missing = sum(1 for m in catalog if m.id and (not m.string or m.fuzzy))
+    return len([m for m in catalog if m.id]), missing
+
+
+def catalogue_problems(lang: str) -> list[str]:
+    """What keeps the catalogue of `lang` from being current: messages missing, untranslated, fuzzy or extra, a
+    translation that drops a {placeholder}, or a .mo that is not the .po compiled."""
+    import io as _io
+
+    from babel.messages.mofile import write_mo
+
+    catalog = read_catalogue(lang)
+    have = {m.id: m for m in catalog if m.id}
+    wanted = extract()
+    problems = [f"missing from {catalogue_path(lang).relative_to(nbs.ROOT)}: {m!r} ({wanted[m][0][0]})"
+                for m in sorted(set(wanted) - set(have))]
+    problems += [f"no longer in the sources: {m!r}" for m in sorted(set(have) - set(wanted))]
+    for msgid, message in sorted(have.items()):
+        if msgid not in wanted:
+            continue
+        if not message.string:
+            problems.append(f"untranslated: {msgid!r}")
+        elif message.fuzzy:
+            problems.append(f"fuzzy (its English changed): {msgid!r}")
+        elif sorted(re.findall(r"\{[^{}]*\}", msgid)) != sorted(re.findall(r"\{[^{}]*\}", message.string)):
+            problems.append(f"placeholders differ: {msgid!r} -> {message.string!r}")
+    compiled = _io.BytesIO()
+    write_mo(compiled, catalog, use_fuzzy=False)
+    mo = catalogue_path(lang, "mo")
+    if not mo.is_file() or mo.read_bytes() != compiled.getvalue():
+        problems.append(f"{mo.relative_to(nbs.ROOT)} is not {catalogue_path(lang).name} compiled: run `attn i18n --update`")
+    return problems
