@@ -119,6 +119,7 @@ def attn_check(path: Path | str, *extra: str, env: dict[str, str] | None = None,
         result = engine().check(path)
         result.pop("_checks", None)
         result.pop("_notes", None)
+        result.pop("_lang", None)
         return json.loads(json.dumps(result))  # what --json prints: JSON, nothing else
     proc = subprocess.run(
         [sys.executable, "-m", "utils.cli", "check", str(path), "--json", *extra],

@@ -96,6 +96,7 @@ def attn_check(path: Path) -> tuple[dict | None, str]:
         return None, f"attn check could not grade it: {type(exc).__name__}: {exc}"
     result.pop("_checks", None)
     result.pop("_notes", None)
+    result.pop("_lang", None)
     return json.loads(json.dumps(result)), ""
 
 

@@ -17,12 +17,17 @@ from . import notebooks as nbs  # noqa: E402
 
 
 def cmd_lab(args: argparse.Namespace) -> int:
-    """Start JupyterLab in the course folder, opened on notebooks/, with this environment's programs on PATH."""
+    """Start JupyterLab in the course folder, opened on notebooks/ (or notebooks/zh/ with --lang zh, JupyterLab's own
+    menus in Chinese too), with this environment's programs on PATH."""
     argv = [
         sys.executable, "-m", "jupyter", "lab",
         f"--ServerApp.root_dir={nbs.ROOT}",
-        "--LabApp.default_url=/lab/tree/notebooks",  # JupyterLab overrides ServerApp.default_url
+        # JupyterLab overrides ServerApp.default_url
+        "--LabApp.default_url=/lab/tree/notebooks" + ("" if args.lang == "en" else f"/{args.lang}"),
     ]
+    if args.lang == "zh":
+        # JupyterLab's default settings for this session: its language pack (jupyterlab-language-pack-zh-CN) chosen.
+        argv.append(f"--LabApp.app_settings_dir={nbs.ROOT / 'jupyter-config' / 'lab-zh'}")
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         argv.append("--allow-root")  # JupyterLab refuses to start as root without it (containers, Colab-like boxes)
     argv += args.jupyter_args
@@ -36,17 +41,21 @@ def cmd_lab(args: argparse.Namespace) -> int:
 
 
 def cmd_release(args: argparse.Namespace) -> int:
-    """Regenerate notebooks/ from solutions/ (or, with --check, report what is out of date)."""
-    from . import release
+    """Regenerate notebooks/ (or notebooks/<lang>/) from solutions/; with --check, report what is out of date."""
+    from . import i18n, release
 
     chosen = args.assignments or None
+    langs = i18n.LANGUAGES if args.lang == "all" else (args.lang,)
     if args.check:
-        stale = release.stale(chosen)
-        for a in stale:
-            print(f"notebooks/{a} is out of date: run `attn release`")
+        stale = [(lang, a) for lang in langs for a in release.stale(chosen, lang)]
+        for lang, a in stale:
+            print(f"{release.release_dir(lang).relative_to(nbs.ROOT)}/{a} is out of date: run `attn release"
+                  + (f" --lang {lang}`" if lang != "en" else "`"))
         return 1 if stale else 0
-    changed = release.release(chosen)
-    print(f"released {len(changed)} changed notebook(s): {', '.join(changed) or 'none'}")
+    for lang in langs:
+        changed = release.release(chosen, lang=lang)
+        where = release.release_dir(lang).relative_to(nbs.ROOT)
+        print(f"released {len(changed)} changed notebook(s) in {where}/: {', '.join(changed) or 'none'}")
     return 0
 
 
@@ -55,17 +64,21 @@ def cmd_check(args: argparse.Namespace) -> int:
     from .engine.checking import check, render
 
     try:
-        result = check(args.notebook, assignment=args.assignment)
+        result = check(args.notebook, assignment=args.assignment, lang=args.lang)
     except (nbs.CourseError, FileNotFoundError) as exc:
         print(f"attn check: cannot grade: {exc}", file=sys.stderr)
         return 2
     if args.json:
         result.pop("_checks", None)  # the JSON contract: the exercises' scores, feedback and mistakes
+        result.pop("_lang", None)
         for note in result.pop("_notes", []):
             print(f"attn check: note: {note}", file=sys.stderr)
         print(json.dumps(result))
     else:
-        print(render(result, verbose=args.verbose))
+        from .i18n import speaking
+
+        with speaking(result.pop("_lang", "en")):
+            print(render(result, verbose=args.verbose))
     return 0
 
 
@@ -173,11 +186,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "lab", help="open the course in JupyterLab (what `make lab` runs); other options go to `jupyter lab`"
     )
+    p.add_argument("--lang", choices=["en", "zh"], default="en",
+                   help="zh: open the Chinese edition (notebooks/zh/), with JupyterLab's menus in Chinese")
     p.set_defaults(func=cmd_lab)
 
     p = sub.add_parser("release", help="regenerate notebooks/ (student copies) from solutions/ with nbgrader")
     p.add_argument("assignments", nargs="*", help="assignment ids (default: all)")
     p.add_argument("--check", action="store_true", help="only report notebooks that are out of date (exit 1)")
+    p.add_argument("--lang", choices=["en", "zh", "all"], default="en",
+                   help="which edition: en (notebooks/), zh (notebooks/zh/, 简体中文) or all (default: en)")
     p.set_defaults(func=cmd_release)
 
     p = sub.add_parser("check", help="grade one notebook with the hidden tests")
@@ -187,6 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="list every check of every exercise, not only the likely mistake and the checks that show it")
     p.add_argument("--as", dest="assignment", metavar="ID",
                    help="grade the file as this assignment (default: from its name, else from its exercise cells)")
+    p.add_argument("--lang", choices=["en", "zh"],
+                   help="the feedback's language (default: the notebook's: a Chinese copy gets Chinese feedback)")
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("autograde", help="autograde every submission of an assignment (nbgrader's gradebook), in parallel")

@@ -26,6 +26,7 @@ a solution notebook; `attn release --lang zh` writes the Chinese student copies 
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 import functools
 import gettext as gettext_module
@@ -34,6 +35,7 @@ import io
 import os
 import re
 import tokenize
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,7 +49,7 @@ LANGUAGES = ("en", "zh")
 NAMES = {"en": "English", "zh": "简体中文"}
 I18N = nbs.ROOT / "i18n"
 _BLOCKS = (("### BEGIN SOLUTION", "### END SOLUTION"), ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"))
-_WORD = re.compile(r"(?<![\w.`$\\])[A-Za-z]{3,}(?![\w(`$])")  # an English word, not an identifier, call or code
+_WORD = re.compile(r"(?<![\w.`$\\\[])[A-Za-z]{3,}(?![\w(\[\]`$])")  # an English word, not an identifier, call or code
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _DIRECTIVE = re.compile(r"#\s*(NBVAL_\w+|noqa\b|type:|pragma\b|fmt:)")
 
@@ -65,6 +67,17 @@ def set_language(lang: str) -> None:
     _LANGUAGE[0] = lang
     if lang != "en":
         _use_cjk_font()
+
+
+@contextlib.contextmanager
+def speaking(lang: str) -> Iterator[None]:
+    """Speak `lang` inside the block (a grading), then whatever was spoken before."""
+    before = _LANGUAGE[0]
+    set_language(lang)
+    try:
+        yield
+    finally:
+        _LANGUAGE[0] = before
 
 
 def language() -> str:

@@ -36,6 +36,7 @@ import nbformat
 import torch
 from nbformat import NotebookNode
 
+from .. import i18n
 from .. import notebooks as nbs
 from ..grading import VARIES, CheckContext, Checker, grader_dir, load_grader, load_references, standing_in
 
@@ -428,11 +429,12 @@ class Engine:
         if zygote is self._zygote:
             self._zygote = None
 
-    def grade(self, learner: NotebookNode, assignment: str, *, seed: int | None = None) -> Grading:
-        return grade(learner, assignment, seed=seed, engine=self)
+    def grade(self, learner: NotebookNode, assignment: str, *, seed: int | None = None,
+              lang: str | None = None) -> Grading:
+        return grade(learner, assignment, seed=seed, engine=self, lang=lang)
 
-    def check(self, path: str | Path, assignment: str | None = None) -> dict[str, Any]:
-        return check(path, assignment, engine=self)
+    def check(self, path: str | Path, assignment: str | None = None, lang: str | None = None) -> dict[str, Any]:
+        return check(path, assignment, engine=self, lang=lang)
 
     def close(self) -> None:
         if self._zygote is not None:
@@ -446,10 +448,13 @@ class Engine:
         self.close()
 
 
-def grade(learner: NotebookNode, assignment: str, *, seed: int | None = None, engine: Engine | None = None) -> Grading:
+def grade(learner: NotebookNode, assignment: str, *, seed: int | None = None, engine: Engine | None = None,
+          lang: str | None = None) -> Grading:
     """Grade `learner` (a notebook) as assignment `assignment`; never raises because of the learner's code.
 
     With an `engine`, its warm zygote runs the learner's code; without, a zygote is started for this notebook alone.
+    The feedback is in `lang`, by default the language the learner's notebook is written in (`i18n.language_of`):
+    the course's cells are then that edition's (its test cells' labels translated), the code the same.
     """
     started = time.monotonic()
     # The grader's own tensors are small (references, catalogued mistakes): one thread computes them fastest, and
@@ -457,20 +462,22 @@ def grade(learner: NotebookNode, assignment: str, *, seed: int | None = None, en
     # 100x slower), and the time counts against the learner's exercise.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    lang = lang or i18n.language_of(learner)
     try:
-        return _grade(learner, assignment, seed=seed, started=started, engine=engine)
+        with i18n.speaking(lang):
+            return _grade(learner, assignment, seed=seed, started=started, engine=engine, lang=lang)
     finally:
         torch.set_num_threads(threads)
 
 
 def _grade(learner: NotebookNode, assignment: str, *, seed: int | None, started: float,
-           engine: Engine | None) -> Grading:
+           engine: Engine | None, lang: str) -> Grading:
     from .remote import LearnerAbort, RemoteObject, WorkerLost
     from .sandbox import Zygote, isolation
 
     # A new zygote starts importing torch & co. while this process loads the rest.
     zygote = engine.zygote() if engine is not None else Zygote(nbs.ROOT, [grader_dir()])
-    source = nbs.read(nbs.solution_path(assignment))
+    source = i18n.translate(nbs.read(nbs.solution_path(assignment)), lang, assignment, strict=False)
     steps = plan(source, learner)
     # Everything the grader needs is loaded before any learner code runs.
     hidden = (load_grader(assignment), load_references(assignment))
@@ -639,16 +646,20 @@ def identify(path: Path, nb: NotebookNode) -> str:
     return best
 
 
-def check(path: str | Path, assignment: str | None = None, *, engine: Engine | None = None) -> dict[str, Any]:
-    """Grade the notebook at `path`; returns the JSON object that `attn check --json` prints."""
+def check(path: str | Path, assignment: str | None = None, *, engine: Engine | None = None,
+          lang: str | None = None) -> dict[str, Any]:
+    """Grade the notebook at `path`; returns the JSON object that `attn check --json` prints (its feedback in `lang`,
+    by default the notebook's language)."""
     nb_path = nbs.find_notebook(path)
     grader_dir()  # fail early, with advice, when the hidden tests are not available
     learner = load_learner_notebook(nb_path)
     if assignment is not None and assignment not in nbs.assignments():
         raise nbs.CourseError(f"no notebook called {assignment!r} in the course (known: {', '.join(nbs.assignments())})")
     chosen = assignment or identify(nb_path, learner)
-    result = grade(learner, chosen, engine=engine)
+    lang = lang or i18n.language_of(learner)
+    result = grade(learner, chosen, engine=engine, lang=lang)
     out = result.as_json(str(path))
+    out["_lang"] = lang
     out["_notes"] = result.notes
     out["_checks"] = {e["id"]: e.get("checks", []) for e in result.exercises}  # for `attn check --verbose`
     return out
@@ -660,24 +671,26 @@ def render(result: dict[str, Any], verbose: bool = False) -> str:
     Under each failed exercise: the verdict (the likely mistake and where the notebook explains it), then the few
     checks that show it. With `verbose`, every check of every exercise follows, passed ones included.
     """
-    lines = [f"{result['notebook']}: {result['score']:g} / {result['max_score']:g} points", ""]
+    _ = i18n._
+    lines = [_("{notebook}: {score} / {max_score} points").format(
+        notebook=result["notebook"], score=f"{result['score']:g}", max_score=f"{result['max_score']:g}"), ""]
     details = result.get("_checks") or {}
     for ex in result["exercises"]:
-        mark = "PASS" if ex["passed"] else "FAIL"
-        lines.append(f"  {mark}  {ex['id']:<32} {ex['score']:>5g} / {ex['max_score']:g}")
+        mark = _("PASS") if ex["passed"] else _("FAIL")
+        lines.append(f"  {mark:<4}  {ex['id']:<32} {ex['score']:>5g} / {ex['max_score']:g}")
         if not ex["passed"]:
             for line in ex["feedback"].splitlines():
-                if verbose and line.startswith("(and ") and "attn check --verbose" in line:
-                    continue  # the checks it refers to follow
+                if verbose and line.startswith(("(", "（")) and "attn check --verbose" in line:
+                    continue  # the "and N more failed checks" line: the checks it refers to follow
                 lines.append(textwrap.fill(line, width=110, initial_indent=" " * 8, subsequent_indent=" " * 10))
         if verbose and details.get(ex["id"]):
-            lines.append(" " * 8 + "every check:")
+            lines.append(" " * 8 + _("every check:"))
             for c in details[ex["id"]]:
                 tick = "ok " if c["passed"] else "x  "
-                hidden = " (hidden)" if c.get("hidden") else ""
+                hidden = " " + _("(hidden)") if c.get("hidden") else ""
                 text = f"{tick}[{c['name']}]{hidden}" + ("" if c["passed"] and not c["message"] else f" {c['message']}")
                 lines.append(textwrap.fill(text, width=110, initial_indent=" " * 10, subsequent_indent=" " * 15))
     for note in result.get("_notes", []):
-        lines += ["", f"Note: {note} (see README, 'Grading a class')."]
+        lines += ["", _("Note: {note} (see README, 'Grading a class').").format(note=note)]
     return "\n".join(lines)
 

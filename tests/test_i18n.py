@@ -1,0 +1,118 @@
+"""The Chinese edition (简体中文) stays in step with the English, and grades like it.
+
+Only words are translated: i18n/zh/*.yml (the notebooks' words, cell by cell) and utils/locale/zh (the checker's,
+the graders' and the command's messages). Code, tests and references exist once. So it is enough to check that
+every translation is current, that the Chinese copies are what `attn release --lang zh` makes, and that they grade
+exactly like the English: a solved copy full marks, a blank one zero, a mistake named, in Chinese, leaking nothing.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from utils import i18n, release
+from utils import notebooks as nbs
+from utils.grading import Mistake, load_grader
+
+from .conftest import ASSIGNMENTS, assert_no_secrets, attn_check, fill_answers, planted_copy
+
+ZH = nbs.NOTEBOOKS / "zh"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_every_cell_a_learner_reads_has_a_current_translation(assignment):
+    problems = i18n.status("zh", assignment)
+    assert not problems, "translate or update these cells in i18n/zh/ (`attn i18n --todo`):\n" + "\n".join(
+        map(str, problems))
+
+
+def test_every_message_has_a_current_translation():
+    problems = i18n.catalogue_problems("zh")
+    assert not problems, "run `attn i18n --update`, then translate utils/locale/zh/LC_MESSAGES/attn.po:\n" + "\n".join(
+        problems[:40])
+
+
+def test_a_changed_english_cell_makes_its_translation_stale_and_names_it(monkeypatch, tmp_path):
+    """What a maintainer sees after editing the English: the cell, and why its translation no longer counts."""
+    assignment = ASSIGNMENTS[1]
+    nb = nbs.read(nbs.solution_path(assignment))
+    markdown = next(c for c in nb.cells if c.cell_type == "markdown" and i18n.cell_key(c) != "intro")
+    markdown.source = markdown.source.replace(".", ", we now say.", 1)
+    code = next(c for c in nb.cells if c.cell_type == "code" and "# " in c.source and i18n.cell_key(c) != "setup")
+    code.source = re.sub(r"# (\w)", r"# and now \1", code.source, count=1)
+    path = tmp_path / "solutions" / assignment / f"{assignment}.ipynb"
+    nbs.write(nb, path)
+    monkeypatch.setattr(nbs, "SOLUTIONS", tmp_path / "solutions")
+    found = {(p.cell, p.kind) for p in i18n.status("zh", assignment)}
+    assert found == {(i18n.cell_key(markdown), "stale"), (i18n.cell_key(code), "stale")}, found
+    with pytest.raises(i18n.TranslationError, match=i18n.cell_key(markdown)):
+        i18n.translate(nb, "zh", assignment)
+
+
+def test_a_translation_must_keep_the_code_and_its_placeholders():
+    assert i18n.same_program('x = f(1)  # one', 'x = f(1)  # 一') is None
+    assert i18n.same_program('x = f(1)', 'x = f(2)') == "the translation changes the code, not only its words"
+    assert "placeholders" in i18n.same_program('print(f"{n:>5} items {m}")', 'print(f"{n:>5} 个")')
+    assert "placeholders" in i18n.same_program('print("%d items" % n)', 'print("个" % n)')
+    assert i18n.same_program('print(f"{n:>5} items")', 'print(f"{n:>6} 个")') is not None  # a format spec is code
+
+
+def test_the_chinese_student_copies_are_the_release_of_the_chinese_solutions():
+    assert release.stale(lang="zh") == [], "notebooks/zh/ is out of date: run `attn release --lang zh`"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_each_mistakes_section_is_a_chinese_heading(assignment):
+    """Feedback sends the learner to a section: in Chinese, to the heading the Chinese notebook has."""
+    with i18n.speaking("zh"):
+        sections = {i18n._(m.section) for m in vars(load_grader(assignment)).values() if isinstance(m, Mistake)}
+    zh = nbs.read(nbs.release_path(assignment, ZH))
+    headings = {line.lstrip("#").strip() for c in zh.cells if c.cell_type == "markdown"
+                for line in c.source.splitlines() if re.match(r"#{2,3} ", line)}
+    assert sections <= headings, f"sections the Chinese feedback names that are not headings: {sections - headings}"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_a_chinese_copy_grades_like_the_english_and_speaks_chinese(assignment, tmp_path):
+    blank = nbs.release_path(assignment, ZH)
+    assert i18n.language_of(nbs.read(blank)) == "zh"
+    result = attn_check(blank)
+    assert result["score"] == 0 and result["max_score"] > 0
+    assert all(re.search(r"[\u4e00-\u9fff]", e["feedback"]) for e in result["exercises"]), result["exercises"]
+    solved = tmp_path / "solved" / assignment / f"{assignment}.ipynb"
+    nbs.write(fill_answers(nbs.read(blank), assignment), solved)
+    full = attn_check(solved)
+    assert full["score"] == full["max_score"] == result["max_score"]
+    for text in (blank.read_text(encoding="utf-8"), str(result)):
+        assert_no_secrets(text, assignment, f"the Chinese copy of {assignment} or its feedback")
+
+
+def test_a_mistake_in_a_chinese_copy_is_named_in_chinese(tmp_path):
+    from .conftest import plants
+
+    assignment = ASSIGNMENTS[1]
+    plant = plants(assignment).MISTAKES[0]
+    english = {e["id"]: e for e in attn_check(planted_copy(assignment, [plant], tmp_path / "en"))["exercises"]}
+    zh_source = tmp_path / "zh" / assignment / f"{assignment}.ipynb"
+    nbs.write(i18n.translate(nbs.read(planted_copy(assignment, [plant], tmp_path / "p")), "zh", assignment), zh_source)
+    chinese = {e["id"]: e for e in attn_check(zh_source)["exercises"]}
+    ex = plant["exercise"]
+    assert chinese[ex]["score"] == english[ex]["score"] < english[ex]["max_score"]
+    with i18n.speaking("zh"):
+        name = i18n._(english[ex]["mistake"])
+    assert name != english[ex]["mistake"] and name in chinese[ex]["feedback"], chinese[ex]["feedback"]
+    assert re.search(r"[\u4e00-\u9fff]", chinese[ex]["feedback"].splitlines()[0])
+
+
+def test_the_glossary_terms_are_the_ones_the_translations_use():
+    """The key terms of docs/glossary.md appear in the Chinese notebooks, and their rejected variants do not."""
+    text = "".join(i18n.path("zh", a).read_text(encoding="utf-8") for a in ASSIGNMENTS)
+    for term in ("注意力", "查询", "缩放点积注意力", "掩码", "多头注意力", "位置编码", "旋转位置编码", "分组查询注意力",
+                 "KV 缓存", "在线 softmax"):
+        assert term in text, term
+    for rejected in ("遮罩", "掩蔽", "注意机制"):
+        assert rejected not in text, rejected
+    glossary = (nbs.ROOT / "docs" / "glossary.md").read_text(encoding="utf-8")
+    assert all(term in glossary for term in ("缩放点积注意力", "分组查询注意力", "KV 缓存"))
