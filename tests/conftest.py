@@ -108,19 +108,21 @@ def engine():
     return _ENGINE
 
 
-def attn_check(path: Path | str, *extra: str, env: dict[str, str] | None = None, cli: bool = False) -> dict:
-    """What `attn check PATH --json` prints for a learner, as a dict.
+def attn_check(path: Path | str, *extra: str, env: dict[str, str] | None = None, cli: bool = False,
+               only: str | None = None) -> dict:
+    """What `attn check PATH --json` prints for a learner, as a dict (`only`: `--exercise NAME`).
 
-    Graded here with this process's warm engine (the same `utils.engine.checking.check` the command calls, seconds faster);
-    with extra arguments, an environment, or `cli=True`, by running the command itself: then assert it printed
-    exactly one JSON object.
+    Graded here with this process's warm engine (the same `utils.engine.checking.check` the command calls, seconds
+    faster); with extra arguments, an environment, or `cli=True`, by running the command itself: then assert it
+    printed exactly one JSON object.
     """
     if not (extra or env or cli):
-        result = engine().check(path)
+        result = engine().check(path, only=only)
         result.pop("_checks", None)
         result.pop("_notes", None)
         result.pop("_lang", None)
         return json.loads(json.dumps(result))  # what --json prints: JSON, nothing else
+    extra = (*extra, "--exercise", only) if only else extra
     proc = subprocess.run(
         [sys.executable, "-m", "utils.cli", "check", str(path), "--json", *extra],
         capture_output=True, text=True, cwd=nbs.ROOT, env={**os.environ, **(env or {})}, timeout=600,

@@ -1,4 +1,4 @@
-"""A pytest plugin for the nbval run: wait up to a minute, not 5 s, for the outputs of a cell that has finished.
+"""A pytest plugin for the nbval run: wait up to three minutes, not 5 s, for the outputs of a cell that has finished.
 
 nbval reads a cell's outputs from the kernel's iopub channel after the cell's reply, giving up after a fixed 5 s
 between messages ("Timeout of 5 seconds exceeded waiting for output"). On a two-core CI machine busy with other test
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from nbval import plugin
 
-OUTPUT_TIMEOUT_S = 60
+OUTPUT_TIMEOUT_S = 180
 
 _init = plugin.IPyNbCell.__init__
 

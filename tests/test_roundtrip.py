@@ -41,7 +41,9 @@ def test_blank_student_copy_scores_zero_without_crashing(assignment):
     "assignment, plant", MISTAKE_CASES, ids=[f"{a[:2]}-{m['exercise']}-{m['mistake']}" for a, m in MISTAKE_CASES]
 )
 def test_planted_mistake_earns_partial_marks_and_is_named(assignment, plant, tmp_path):
-    result = by_id(attn_check(planted_copy(assignment, [plant], tmp_path)))
+    # Graded as `attn check --exercise`: the planted exercise alone (that other exercises keep their points is
+    # tests/test_isolation.py's and the blind plants' part).
+    result = by_id(attn_check(planted_copy(assignment, [plant], tmp_path), only=plant["exercise"]))
     ex = result[plant["exercise"]]
     if plant.get("loses_everything"):  # a mistake that breaks every call of the function: nothing to earn
         assert ex["score"] == 0, f"expected no marks, got {ex}"
@@ -58,7 +60,7 @@ DIAGNOSED_CASES = [(a, m) for a in ASSIGNMENTS for m in getattr(plants(a), "DIAG
     "assignment, plant", DIAGNOSED_CASES, ids=[f"{a[:2]}-{m['exercise']}-{m['diagnosis']}" for a, m in DIAGNOSED_CASES]
 )
 def test_uncatalogued_mistake_gets_the_right_generic_diagnosis(assignment, plant, tmp_path):
-    result = by_id(attn_check(planted_copy(assignment, [plant], tmp_path)))
+    result = by_id(attn_check(planted_copy(assignment, [plant], tmp_path), only=plant["exercise"]))
     ex = result[plant["exercise"]]
     assert ex["score"] < ex["max_score"], ex
     assert ex["mistake"] is None, f"an uncatalogued mistake was given a catalogue name: {ex}"
@@ -71,7 +73,7 @@ UNNAMED_CASES = [(a, m) for a in ASSIGNMENTS for m in getattr(plants(a), "UNNAME
 @pytest.mark.parametrize("assignment, plant", UNNAMED_CASES,
                          ids=[f"{a[:2]}-{m['exercise']}-{i}" for i, (a, m) in enumerate(UNNAMED_CASES)])
 def test_a_mistake_nothing_explains_gets_no_name(assignment, plant, tmp_path):
-    ex = by_id(attn_check(planted_copy(assignment, [plant], tmp_path)))[plant["exercise"]]
+    ex = by_id(attn_check(planted_copy(assignment, [plant], tmp_path), only=plant["exercise"]))[plant["exercise"]]
     assert ex["score"] < ex["max_score"], ex
     assert ex["mistake"] is None and "This matches a known mistake" not in ex["feedback"], ex["feedback"]
     assert plant.get("feedback", "") in ex["feedback"], ex["feedback"]
@@ -83,6 +85,20 @@ def test_correct_answers_written_differently_keep_full_marks(assignment, tmp_pat
     assert variants, "give at least one differently written correct answer"
     result = attn_check(planted_copy(assignment, variants, tmp_path))
     assert result["score"] == result["max_score"], [e for e in result["exercises"] if not e["passed"]]
+
+
+def test_one_exercise_is_graded_alone_as_in_the_whole_notebook(tmp_path):
+    """`attn check --exercise NAME` grades that exercise as the whole notebook's grading does, and nothing else."""
+    assignment = ASSIGNMENTS[1]
+    plant = plants(assignment).MISTAKES[0]
+    path = planted_copy(assignment, [plant], tmp_path)
+    whole = by_id(attn_check(path))
+    alone = attn_check(path, only=plant["exercise"])
+    assert [e["id"] for e in alone["exercises"]] == [plant["exercise"]]
+    assert alone["exercises"][0]["score"] == whole[plant["exercise"]]["score"] < whole[plant["exercise"]]["max_score"]
+    assert alone["exercises"][0]["mistake"] == whole[plant["exercise"]]["mistake"] == plant["mistake"]
+    cli = attn_check(path, only=plant["exercise"], cli=True)
+    assert cli["exercises"][0]["score"] == alone["exercises"][0]["score"]
 
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)

@@ -34,13 +34,22 @@ from pathlib import Path
 from utils.engine.sandbox import isolation
 from tests.attacks import ATTACKS
 from tests.test_adversarial import build, grade_with
+from utils.engine.checking import Engine
 repo, ids = Path(sys.argv[1]), sys.argv[2:]
 out = {"isolation": isolation(), "scores": {}}
-for attack in ATTACKS:
-    if attack["id"] in ids:
-        path = build(attack, repo, Path(tempfile.mkdtemp()) / attack["id"])
-        code, result, err = grade_with(repo, path)
-        out["scores"][attack["id"]] = result["score"] if result else f"exit {code}: {err[-300:]}"
+with Engine() as engine:  # one warm zygote, recycled between attacks, as a class's grading keeps it
+    for attack in ATTACKS:
+        if attack["id"] in ids:
+            path = build(attack, repo, Path(tempfile.mkdtemp()) / attack["id"])
+            if "exit" in attack:
+                code, result, err = grade_with(repo, path)
+            else:
+                try:
+                    code, result, err = 0, engine.check(path), ""
+                except Exception as exc:
+                    code, result, err = 2, None, f"{type(exc).__name__}: {exc}"
+            out["scores"][attack["id"]] = result["score"] if result else f"exit {code}: {err[-300:]}"
+    out["zygotes"] = engine.started
 print(json.dumps(out))
 """
 

@@ -64,7 +64,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from .engine.checking import check, render
 
     try:
-        result = check(args.notebook, assignment=args.assignment, lang=args.lang)
+        result = check(args.notebook, assignment=args.assignment, lang=args.lang, only=args.exercise)
     except (nbs.CourseError, FileNotFoundError) as exc:
         print(f"attn check: cannot grade: {exc}", file=sys.stderr)
         return 2
@@ -206,6 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="grade the file as this assignment (default: from its name, else from its exercise cells)")
     p.add_argument("--lang", choices=["en", "zh"],
                    help="the feedback's language (default: the notebook's: a Chinese copy gets Chinese feedback)")
+    p.add_argument("--exercise", "-e", metavar="NAME",
+                   help="grade this exercise only (faster): the cells up to its test cell run, no other test")
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("autograde", help="autograde every submission of an assignment (nbgrader's gradebook), in parallel")

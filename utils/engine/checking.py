@@ -117,6 +117,16 @@ def plan(source: NotebookNode, learner: NotebookNode) -> list[Step]:
     return steps
 
 
+def only_exercise(steps: list[Step], exercise: str) -> list[Step]:
+    """The steps that grade `exercise` alone: every cell up to its test cell (a later exercise's answer cell and
+    the demos after it do not matter to it), and no other exercise's test cell."""
+    tests = [i for i, s in enumerate(steps) if s.kind == "test" and s.exercise == exercise]
+    if not tests:
+        known = [s.exercise for s in steps if s.kind == "test"]
+        raise nbs.CourseError(f"no exercise {exercise!r} in this notebook (its exercises: {', '.join(known)})")
+    return [s for s in steps[: tests[0] + 1] if s.kind == "cell" or s.exercise == exercise]
+
+
 def is_definition(source: str) -> bool:
     """True for a cell that only imports and defines (safe and cheap to replay)."""
     try:
@@ -430,11 +440,12 @@ class Engine:
             self._zygote = None
 
     def grade(self, learner: NotebookNode, assignment: str, *, seed: int | None = None,
-              lang: str | None = None) -> Grading:
-        return grade(learner, assignment, seed=seed, engine=self, lang=lang)
+              lang: str | None = None, only: str | None = None) -> Grading:
+        return grade(learner, assignment, seed=seed, engine=self, lang=lang, only=only)
 
-    def check(self, path: str | Path, assignment: str | None = None, lang: str | None = None) -> dict[str, Any]:
-        return check(path, assignment, engine=self, lang=lang)
+    def check(self, path: str | Path, assignment: str | None = None, lang: str | None = None,
+              only: str | None = None) -> dict[str, Any]:
+        return check(path, assignment, engine=self, lang=lang, only=only)
 
     def close(self) -> None:
         if self._zygote is not None:
@@ -449,12 +460,13 @@ class Engine:
 
 
 def grade(learner: NotebookNode, assignment: str, *, seed: int | None = None, engine: Engine | None = None,
-          lang: str | None = None) -> Grading:
+          lang: str | None = None, only: str | None = None) -> Grading:
     """Grade `learner` (a notebook) as assignment `assignment`; never raises because of the learner's code.
 
     With an `engine`, its warm zygote runs the learner's code; without, a zygote is started for this notebook alone.
     The feedback is in `lang`, by default the language the learner's notebook is written in (`i18n.language_of`):
-    the course's cells are then that edition's (its test cells' labels translated), the code the same.
+    the course's cells are then that edition's (its test cells' labels translated), the code the same. With `only`,
+    one exercise is graded (`only_exercise`): the cells up to its test cell run, the other tests do not.
     """
     started = time.monotonic()
     # The grader's own tensors are small (references, catalogued mistakes): one thread computes them fastest, and
@@ -465,13 +477,13 @@ def grade(learner: NotebookNode, assignment: str, *, seed: int | None = None, en
     lang = lang or i18n.language_of(learner)
     try:
         with i18n.speaking(lang):
-            return _grade(learner, assignment, seed=seed, started=started, engine=engine, lang=lang)
+            return _grade(learner, assignment, seed=seed, started=started, engine=engine, lang=lang, only=only)
     finally:
         torch.set_num_threads(threads)
 
 
 def _grade(learner: NotebookNode, assignment: str, *, seed: int | None, started: float,
-           engine: Engine | None, lang: str) -> Grading:
+           engine: Engine | None, lang: str, only: str | None = None) -> Grading:
     from .remote import LearnerAbort, RemoteObject, WorkerLost
     from .sandbox import Zygote, isolation
 
@@ -479,6 +491,8 @@ def _grade(learner: NotebookNode, assignment: str, *, seed: int | None, started:
     zygote = engine.zygote() if engine is not None else Zygote(nbs.ROOT, [grader_dir()])
     source = i18n.translate(nbs.read(nbs.solution_path(assignment)), lang, assignment, strict=False)
     steps = plan(source, learner)
+    if only is not None:
+        steps = only_exercise(steps, only)
     # Everything the grader needs is loaded before any learner code runs.
     hidden = (load_grader(assignment), load_references(assignment))
     base_ns = _grader_namespace(source)
@@ -647,7 +661,7 @@ def identify(path: Path, nb: NotebookNode) -> str:
 
 
 def check(path: str | Path, assignment: str | None = None, *, engine: Engine | None = None,
-          lang: str | None = None) -> dict[str, Any]:
+          lang: str | None = None, only: str | None = None) -> dict[str, Any]:
     """Grade the notebook at `path`; returns the JSON object that `attn check --json` prints (its feedback in `lang`,
     by default the notebook's language)."""
     nb_path = nbs.find_notebook(path)
@@ -657,7 +671,7 @@ def check(path: str | Path, assignment: str | None = None, *, engine: Engine | N
         raise nbs.CourseError(f"no notebook called {assignment!r} in the course (known: {', '.join(nbs.assignments())})")
     chosen = assignment or identify(nb_path, learner)
     lang = lang or i18n.language_of(learner)
-    result = grade(learner, chosen, engine=engine, lang=lang)
+    result = grade(learner, chosen, engine=engine, lang=lang, only=only)
     out = result.as_json(str(path))
     out["_lang"] = lang
     out["_notes"] = result.notes

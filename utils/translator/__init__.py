@@ -499,7 +499,7 @@ def torch_layer_like(layer: Any, num_heads: int) -> nn.Module:
 
 def checkpoint_path(name: str = "translator.safetensors") -> Path:
     """Where the translator's checkpoint lives: checkpoints/ in the course folder (not in git)."""
-    return Path(__file__).resolve().parent.parent / "checkpoints" / name
+    return Path(__file__).resolve().parents[2] / "checkpoints" / name  # the course folder (utils/translator/..)
 
 
 # ----------------------------------------------------------------------------------------------------------------
