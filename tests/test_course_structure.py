@@ -152,3 +152,34 @@ def test_every_section_the_grader_or_the_notebook_refers_to_exists(solution):
         # "section 5", not "notebook 03's section 5" (another notebook's numbering)
         for m in re.finditer(r"(?<!'s )\bsections? (\d+)(?:\.\d+)?", cell.source):
             assert 1 <= int(m.group(1)) <= count, f"{assignment}: '{m.group(0)}' in {cell.source[:80]!r}"
+
+
+def _bound(source: str) -> set[str]:
+    """Names a cell binds at its top level (assignments, definitions, imports)."""
+    names = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        else:
+            names.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+    return names
+
+
+def test_cells_grading_skips_bind_nothing_a_later_cell_reads(solution):
+    """Cells tagged `slow` or `demo` are skipped while grading: what they define must not be needed by a cell that
+    grading runs after them (a chain of skipped cells may share names: the training and the figures of its loss)."""
+    from utils.engine.checking import free_names
+
+    assignment, nb = solution
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    skipped = [c for c in code if set(nbs.SKIPPED_TAGS) & set(c.metadata.get("tags", []))]
+    assert skipped, f"{assignment}: no cell tagged slow or demo (grading would run every figure)"
+    for cell in skipped:
+        at = code.index(cell)
+        later = set().union(*(free_names(c.source) for c in code[at + 1:] if c not in skipped))
+        before = set().union(*(_bound(c.source) for c in code[:at] if c not in skipped))  # rebound: still defined
+        read = (_bound(cell.source) - before) & later
+        assert not read, f"{assignment}: {nbs.nbgrader_meta(cell)['grade_id']} is skipped while grading, but later " \
+                         f"cells read {sorted(read)}"

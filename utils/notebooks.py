@@ -15,8 +15,11 @@ from nbformat import NotebookNode
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions"
 NOTEBOOKS = ROOT / "notebooks"
-#: Cells with this tag are demos too slow to repeat while grading (timings, big sweeps); `attn check` skips them.
-SLOW_TAG = "slow"
+#: Cells with one of these tags only show something (a timing, a sweep, a figure, a table) and leave nothing a later
+#: cell reads: grading skips them (tests/test_course_structure.py checks that no later cell reads what they bind).
+SLOW_TAG = "slow"  # too slow to repeat while grading (timings, big sweeps)
+DEMO_TAG = "demo"  # a figure or a table: worth seeing, not worth grading time
+SKIPPED_TAGS = (SLOW_TAG, DEMO_TAG)
 _ASSIGNMENT = re.compile(r"^\d\d_[a-z0-9_]+$")
 
 

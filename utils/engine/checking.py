@@ -110,7 +110,7 @@ def plan(source: NotebookNode, learner: NotebookNode) -> list[Step]:
             elif nbs.is_answer_cell(cell):
                 if gid in answers:
                     steps.append(Step("cell", answers[gid], "answer", gid))
-            elif nbs.SLOW_TAG not in cell.metadata.get("tags", []):
+            elif not set(nbs.SKIPPED_TAGS) & set(cell.metadata.get("tags", [])):
                 steps.append(Step("cell", _source(cell), "course", gid, setup=first_code))
             first_code = False
         steps += [Step("cell", s, "learner") for s in attached.get(gid, [])] if gid else []
