@@ -11,9 +11,8 @@ LAB_ARGS ?=
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	# torch first, pinned: an unpinned resolve would fetch a multi-GB CUDA build.
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check torch==2.13.0
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
+	# PyTorch first, a CPU build where PyPI's would bring CUDA libraries; then the course (utils/bootstrap.py).
+	$(BIN)/python -m utils.bootstrap --extras lab,dev
 	@touch $(STAMP)
 
 install: $(STAMP)

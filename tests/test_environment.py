@@ -1,22 +1,46 @@
-"""environment.yml (conda route) and pyproject.toml (pip route) must install the same things."""
+"""environment.yml (conda route), pyproject.toml (pip route) and utils/bootstrap.py must agree."""
 
-import tomllib
+import re
 
+import pytest
+
+from utils import bootstrap
 from utils.notebooks import ROOT
+
+tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from Python 3.11 on")
+
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 
 def test_environment_yml_names_the_same_dependencies_as_pyproject():
-    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    wanted = PROJECT["dependencies"] + [d for extra in ("lab", "dev") for d in PROJECT["optional-dependencies"][extra]]
     lines = (ROOT / "environment.yml").read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if line.strip() == "- pip:")
     conda_pip = [l.strip()[2:].strip() for l in lines[start + 1:] if l.strip().startswith("- ")]
     conda_pip = [r for r in conda_pip if r != "-e ."]
-    assert sorted(conda_pip) == sorted(pyproject), "environment.yml's pip list must equal pyproject's dependencies"
+    assert sorted(conda_pip) == sorted(wanted), "environment.yml's pip list must equal pyproject's dependencies"
     assert "-e ." in (l.strip()[2:].strip() for l in lines), "environment.yml must install the course package"
 
 
-def test_torch_is_pinned_to_the_cpu_build_on_disk():
-    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    assert "torch==2.13.0" in pyproject
-    assert "torch==2.13.0" in (ROOT / "Makefile").read_text()
+def test_one_pytorch_range_everywhere():
+    """pyproject.toml's range is the bootstrap's, its floor is what notebook 06 needs, and no file pins another."""
+    torch = next(d for d in PROJECT["dependencies"] if d.startswith("torch"))
+    assert torch.split()[0] == f"torch{bootstrap.TORCH_RANGE}"
+    floor = re.search(r">=(\d+)\.(\d+)", bootstrap.TORCH_RANGE).groups()
+    assert tuple(map(int, floor)) >= (2, 5), "F.scaled_dot_product_attention(enable_gqa=...) arrived in 2.5"
+    assert bootstrap.in_range("2.5.1") and bootstrap.in_range("2.15.0+cpu") and not bootstrap.in_range("2.4.1")
+    assert "torch==" not in (ROOT / "Makefile").read_text(), "make install asks utils/bootstrap.py"
+    for binder in (ROOT / "binder").glob("*"):
+        assert "torch" not in binder.read_text() or bootstrap.TORCH_RANGE in binder.read_text(), binder
 
+
+def test_the_notebooks_need_only_the_core_dependencies():
+    """Colab installs the course without extras: nothing a notebook imports may come from lab or dev."""
+    extras = {re.split(r"[<>=;\[ ]", d)[0].lower().replace("-", "_")
+              for extra in PROJECT["optional-dependencies"].values() for d in extra}
+    from utils import notebooks as nbs
+
+    for assignment in nbs.assignments():
+        for cell in nbs.read(nbs.solution_path(assignment)).cells:
+            for module in re.findall(r"^\s*(?:from|import) ([\w.]+)", cell.source, re.M):
+                assert module.split(".")[0].lower() not in extras, f"{assignment} imports {module}, an extra"

@@ -9,6 +9,7 @@ notebook from here. A new exercise is one `Exercise(...)` line here, plus its ce
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -91,6 +92,55 @@ NOTEBOOKS: tuple[Notebook, ...] = (
 )
 
 
+#: Where the course is published, and the version (a branch or a tag) that its Colab and Binder buttons open and
+#: that a notebook's first cell installs on Colab. A fork or a release changes these two lines and runs `attn docs`.
+REPOSITORY = "https://github.com/attention-course/attention-course"
+REF = "main"
+COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
+BINDER_BADGE = "https://mybinder.org/badge_logo.svg"
+
+
+def _github_path() -> str:
+    return REPOSITORY.removeprefix("https://github.com/").removesuffix(".git")
+
+
+def notebook_path(notebook_id: str, lang: str = "en") -> str:
+    """The student copy's path in the repository: notebooks/<id>/<id>.ipynb, or notebooks/<lang>/<id>/..."""
+    return "notebooks/" + ("" if lang == "en" else f"{lang}/") + f"{notebook_id}/{notebook_id}.ipynb"
+
+
+def colab_url(notebook_id: str, lang: str = "en") -> str:
+    return f"https://colab.research.google.com/github/{_github_path()}/blob/{REF}/{notebook_path(notebook_id, lang)}"
+
+
+def binder_url(lang: str = "en") -> str:
+    return f"https://mybinder.org/v2/gh/{_github_path()}/{REF}?urlpath=lab/tree/notebooks" + (
+        "" if lang == "en" else f"/{lang}")
+
+
+def colab_badge(notebook_id: str, lang: str = "en") -> str:
+    """The first cell of every student notebook: a button that opens it on Colab."""
+    alt = {"en": "Open in Colab", "zh": "在 Colab 中打开"}.get(lang, "Open in Colab")
+    return f"[![{alt}]({COLAB_BADGE})]({colab_url(notebook_id, lang)})"
+
+
+#: The first lines of every notebook's setup cell: on Colab (or where $ATTN_COLAB stands in for it) they fetch the
+#: course at REF and install what the notebooks need (utils/bootstrap.py keeps Colab's PyTorch); where the course can
+#: be imported already they do nothing. `attn docs` writes them; $ATTN_COURSE_REPOSITORY points them elsewhere.
+COLAB_SETUP = f"""\
+import importlib.util, os, subprocess, sys
+if ("google.colab" in sys.modules or os.environ.get("ATTN_COLAB")) and not (
+        importlib.util.find_spec("utils") and importlib.util.find_spec("utils.course")):
+    # On Colab: fetch the course at this notebook's version, install what it needs, keep Colab's PyTorch.
+    course = os.path.abspath("attention-course")
+    if not os.path.isdir(course):
+        url = os.environ.get("ATTN_COURSE_REPOSITORY", "{REPOSITORY}")
+        subprocess.run(["git", "clone", "-q", "--depth", "1", "--branch", "{REF}", url, course], check=True)
+    subprocess.run([sys.executable, "-m", "utils.bootstrap", "--extras", ""], cwd=course, check=True)
+    sys.path.insert(0, course)
+"""
+
+
 class UnknownName(KeyError):
     """A notebook id or exercise name that is not in the registry; the message lists the known ones."""
 
@@ -122,7 +172,8 @@ def points(value: float) -> str:
 
 def readme_rows() -> list[str]:
     """README's course table, one row per notebook (`attn docs` writes them)."""
-    return [f"| {nb.number} | `{nb.id}` — {nb.topics} | {', '.join(f'`{e.name}`' for e in nb.exercises)} |"
+    return [f"| {nb.number} | `{nb.id}` — {nb.topics} | {', '.join(f'`{e.name}`' for e in nb.exercises)} | "
+            f"[![Colab]({COLAB_BADGE})]({colab_url(nb.id)}) [中文]({colab_url(nb.id, 'zh')}) |"
             for nb in NOTEBOOKS]
 
 
@@ -157,4 +208,48 @@ def sync_docs(root, *, write: bool) -> list[str]:
             stale.append(name)
             if write:
                 path.write_text(fresh, encoding="utf-8")
+    return stale
+
+
+_COLAB_BLOCK = re.compile(r"^import importlib\.util, os, subprocess, sys\n.*?^    sys\.path\.insert\(0, course\)\n\n?",
+                          re.M | re.S)
+
+
+def with_colab_setup(setup_source: str) -> str:
+    """A setup cell's source with the current Colab block at its top (after a `# NBVAL_...` line)."""
+    rest = _COLAB_BLOCK.sub("", setup_source, count=1)
+    head = ""
+    if rest.startswith("# NBVAL_"):
+        head, _, rest = rest.partition("\n")
+        head += "\n"
+    return head + COLAB_SETUP + "\n" + rest
+
+
+def sync_notebooks(*, write: bool) -> list[str]:
+    """The solution notebooks whose Colab badge (their first cell) or Colab block (atop the setup cell) differ from
+    the registry's; with `write`, fix them (then `attn release --lang all` makes the student copies)."""
+    import nbformat
+
+    from . import notebooks as nbs
+
+    stale = []
+    for entry in NOTEBOOKS:
+        path = nbs.solution_path(entry.id)
+        nb = nbs.read(path)
+        changed = False
+        first = nb.cells[0]
+        if nbs.nbgrader_meta(first).get("grade_id") != "colab_badge":
+            first = nbformat.v4.new_markdown_cell(metadata={"nbgrader": {
+                "grade": False, "grade_id": "colab_badge", "locked": True, "schema_version": 3, "solution": False}})
+            nb.cells.insert(0, first)
+            changed = True
+        if first.source != colab_badge(entry.id):
+            first.source, changed = colab_badge(entry.id), True
+        setup = next(c for c in nb.cells if c.cell_type == "code")
+        if setup.source != (fresh := with_colab_setup(setup.source)):
+            setup.source, changed = fresh, True
+        if changed:
+            stale.append(f"solutions/{entry.id}")
+            if write:
+                nbs.write(nb, path)
     return stale

@@ -119,6 +119,16 @@ def _use_cjk_font() -> None:
         rcParams["font.family"] = latin + found[:1]
 
 
+def _colab_badge(notebook: str, lang: str) -> str:
+    from . import course
+
+    return course.colab_badge(notebook, lang)
+
+
+#: Cells each edition writes for itself rather than translates: the Colab button opens that edition's copy.
+GENERATED = {"colab_badge": _colab_badge}
+
+
 class TranslationError(Exception):
     """A translation file that cannot be used; the message says which cell and why."""
 
@@ -309,6 +319,8 @@ def status(lang: str, notebook: str) -> list[Problem]:
     for cell in source.cells:
         key = cell_key(cell)
         keys.add(key)
+        if key in GENERATED:
+            continue
         entry = entries.get(key)
         if entry is None:
             if needs_translation(cell):
@@ -345,6 +357,9 @@ def translate(nb: NotebookNode, lang: str, notebook: str, *, strict: bool = True
     entries = load(lang, notebook)
     out = copy.deepcopy(nb)
     for cell in out.cells:
+        if cell_key(cell) in GENERATED:
+            cell.source = GENERATED[cell_key(cell)](notebook, lang)
+            continue
         entry = entries.get(cell_key(cell))
         if entry is None or entry.get("en") != fingerprint(cell):
             continue
