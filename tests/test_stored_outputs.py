@@ -152,3 +152,21 @@ def test_07_runs_all_without_triton(copy, tmp_path):
     assert table["score"] == 0
     if copy == "solution":
         assert "Linux" in table["feedback"] + json.dumps(table["checks"]), table
+
+
+def test_07_is_graded_out_of_what_can_be_earned_where_triton_cannot_install(monkeypatch):
+    """On macOS or Windows (no Triton) `attn check` leaves the Triton exercise out, says why, and grades 07 out of the
+    other exercises' points: a finished notebook gets all of them."""
+    from utils.engine import checking
+
+    from .conftest import engine
+
+    monkeypatch.setattr(checking.importlib.util, "find_spec",
+                        lambda name, *a, _real=checking.importlib.util.find_spec: None if name == "triton" else _real(
+                            name, *a))
+    result = engine().check(nbs.solution_path("07_flash_attention"))
+    triton = next(e for e in result["exercises"] if e["id"] == "flash_attention_triton")
+    assert triton["max_score"] == 0 and "Linux" in triton["feedback"], triton
+    assert result["score"] == result["max_score"] == 11, (result["score"], result["max_score"])
+    assert any("graded out of 11 points" in note for note in result["_notes"]), result["_notes"]
+    assert "SKIP" in checking.render(result)

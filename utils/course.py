@@ -15,10 +15,12 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Exercise:
-    """A graded function or class: its name (the answer cell's grade_id, `test_<name>` for its test cell)."""
+    """A graded function or class: its name (the answer cell's grade_id, `test_<name>` for its test cell), and a
+    module it `needs` that installs on some systems only (graded where it is there, left out of the total elsewhere)."""
 
     name: str
     points: float
+    needs: str | None = None
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ NOTEBOOKS: tuple[Notebook, ...] = (
              "peak memory measured at N = 8192, a backward pass that recomputes from the logsumexp, the forward pass "
              "in Triton (interpreted on the CPU; compiled on an H200: 84–100 % of FlashAttention-2's speed)",
              (Exercise("online_softmax", 2), Exercise("flash_attention", 4), Exercise("hbm_traffic", 2),
-              Exercise("FlashAttentionFunction", 3), Exercise("flash_attention_triton", 3))),
+              Exercise("FlashAttentionFunction", 3), Exercise("flash_attention_triton", 3, needs="triton"))),
     Notebook("08_transformer_translator",
              "a corpus the course generates (English → a German-like language with case, verb-second, participles "
              "and verbs at the end, gold word alignments), an encoder–decoder Transformer assembled from your own "

@@ -19,6 +19,7 @@ import ast
 import builtins
 import contextlib
 import hashlib
+import importlib.util
 import io
 import json
 import math
@@ -36,7 +37,7 @@ import nbformat
 import torch
 from nbformat import NotebookNode
 
-from .. import i18n
+from .. import course, i18n
 from .. import notebooks as nbs
 from ..grading import VARIES, CheckContext, Checker, grader_dir, load_grader, load_references, standing_in
 
@@ -512,6 +513,10 @@ def _grade(learner: NotebookNode, assignment: str, *, seed: int | None, started:
             if step.kind == "cell":
                 session.run_cell(step)
                 continue
+            if missing := unavailable(step.exercise):
+                results.append(_not_here(step.exercise, missing))
+                step.status = "skipped"
+                continue
             session.names.clear()
             session.names.update(_why_missing(steps, set()))
             try:
@@ -566,7 +571,29 @@ def _grade(learner: NotebookNode, assignment: str, *, seed: int | None, started:
         if snapshot is not None:
             _verify(snapshot)
     notes = [] if isolated else [f"not isolated: {isolation()}"]
+    left_out = [r for r in results if r["max_score"] == 0]
+    if left_out:
+        earnable = sum(r["max_score"] for r in results)
+        notes.append(i18n._("{exercises} cannot run on this system and is left out: graded out of {points} points "
+                            "here").format(exercises=", ".join(r["id"] for r in left_out), points=f"{earnable:g}"))
     return Grading(assignment, results, steps, isolated, time.monotonic() - started, notes)
+
+
+def unavailable(exercise: str) -> str | None:
+    """The module `exercise` needs that this system does not have (Triton on macOS and Windows), or None."""
+    try:
+        needs = course.exercise(exercise)[1].needs
+    except course.UnknownName:
+        return None
+    return needs if needs and importlib.util.find_spec(needs) is None else None
+
+
+def _not_here(exercise: str, module: str) -> dict[str, Any]:
+    """The result of an exercise this system cannot run: no points to earn here, and a sentence that says why."""
+    why = i18n._("not graded here: it needs {module}, which installs on Linux only (not on macOS or Windows; WSL "
+                 "works). Do it on a Linux machine or on Colab; here it counts for 0 of 0 points.").format(module=module)
+    return {"id": exercise, "score": 0.0, "max_score": 0.0, "passed": False, "feedback": why, "mistake": None,
+            "checks": []}
 
 
 # -- without isolation: the course files must come out of grading unchanged ---------------------------------------
@@ -690,7 +717,7 @@ def render(result: dict[str, Any], verbose: bool = False) -> str:
         notebook=result["notebook"], score=f"{result['score']:g}", max_score=f"{result['max_score']:g}"), ""]
     details = result.get("_checks") or {}
     for ex in result["exercises"]:
-        mark = _("PASS") if ex["passed"] else _("FAIL")
+        mark = _("PASS") if ex["passed"] else _("SKIP") if ex["max_score"] == 0 else _("FAIL")
         lines.append(f"  {mark:<4}  {ex['id']:<32} {ex['score']:>5g} / {ex['max_score']:g}")
         if not ex["passed"]:
             for line in ex["feedback"].splitlines():
