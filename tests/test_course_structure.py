@@ -8,7 +8,7 @@ import re
 import pytest
 from nbgrader.nbgraderformat import MetadataValidator
 
-from utils import course
+from utils import course, docs
 from utils import notebooks as nbs
 from utils.grading import load_grader
 
@@ -31,8 +31,8 @@ def test_the_course_is_the_first_notebooks_of_the_contract_in_order():
 
 def test_readme_and_the_course_contract_show_the_registrys_tables():
     """README's course table and docs/COURSE.md's points are written by `attn docs` from utils/course.py."""
-    assert course.sync_docs(nbs.ROOT, write=False) == [], "run `attn docs` after changing utils/course.py"
-    assert course.sync_notebooks(write=False) == [], "run `attn docs`: the Colab badges and set-up are not current"
+    assert docs.sync_docs(nbs.ROOT, write=False) == [], "run `attn docs` after changing utils/course.py"
+    assert docs.sync_notebooks(write=False) == [], "run `attn docs`: the Colab badges and set-up are not current"
     readme = (nbs.ROOT / "README.md").read_text()
     rows = {line.split("|")[1].strip(): line for line in readme.splitlines() if re.match(r"\| \d\d \|", line)}
     assert sorted(rows) == [a[:2] for a in ASSIGNMENTS], "README's course map must list exactly the notebooks there are"

@@ -13,15 +13,22 @@ from .conftest import ASSIGNMENTS
 
 
 def test_notebooks_folder_is_exactly_the_release_of_solutions():
+    """notebooks/ holds the English copies and one folder per translated edition (notebooks/zh/), each current."""
+    from utils import i18n
+
     assert release.stale() == [], "notebooks/ is out of date: run `attn release`"
     released = sorted(p.name for p in nbs.NOTEBOOKS.iterdir() if p.is_dir())
-    assert released == ASSIGNMENTS
+    assert released == sorted(ASSIGNMENTS + [lang for lang in i18n.LANGUAGES if lang != "en"])
+    for lang in i18n.LANGUAGES[1:]:
+        assert sorted(p.name for p in release.release_dir(lang).iterdir() if p.is_dir()) == ASSIGNMENTS
 
 
-def test_student_copies_have_no_outputs_solutions_or_hidden_tests():
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_student_copies_have_no_outputs_solutions_or_hidden_tests(lang):
     for assignment in ASSIGNMENTS:
-        nb = nbs.read(nbs.release_path(assignment))
-        text = nbs.release_path(assignment).read_text()
+        path = nbs.release_path(assignment, release.release_dir(lang))
+        nb = nbs.read(path)
+        text = path.read_text()
         assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text and "check.hidden(" not in text
         for cell in nbs.code_cells(nb):
             assert cell.outputs == [] and cell.execution_count is None

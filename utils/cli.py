@@ -142,9 +142,9 @@ def cmd_autograde(args: argparse.Namespace) -> int:
 def cmd_docs(args: argparse.Namespace) -> int:
     """Write README's course table, docs/COURSE.md's points, and the notebooks' Colab badges and Colab set-up
     from the registry (utils/course.py); then `attn release --lang all` for the student copies."""
-    from . import course
+    from . import docs
 
-    stale = course.sync_docs(nbs.ROOT, write=not args.check) + course.sync_notebooks(write=not args.check)
+    stale = docs.sync_docs(nbs.ROOT, write=not args.check) + docs.sync_notebooks(write=not args.check)
     for name in stale:
         print(f"{name}: {'out of date: run `attn docs`' if args.check else 'rewritten from utils/course.py'}")
     return 1 if stale and args.check else 0
