@@ -145,3 +145,32 @@ def test_attn_autograde_grades_a_class_in_parallel_with_nbgraders_scores(tmp_pat
         got = {s: gb.find_submission(nb, s).score for s in expected}
     assert got == expected
     assert 0 < expected["planted"] < full
+
+
+def test_a_class_in_chinese_through_nbgraders_commands(tmp_path):
+    """The instructor's route in Chinese: the Chinese solutions as nbgrader's source, a released copy that is the
+    Chinese student copy, autograde with the course's scores and feedback in Chinese that leaks nothing."""
+    from utils import release
+
+    assignment = ASSIGNMENTS[0]
+    course = tmp_path / "course"
+    release.write_solutions("zh", course / "solutions-zh", [assignment])
+    shutil.copy(nbs.ROOT / "nbgrader_config.py", course)
+    source = ["--CourseDirectory.source_directory=solutions-zh"]
+    nbgrader(course, "generate_assignment", assignment, *source)
+    released = course / "release" / assignment / f"{assignment}.ipynb"
+    zh_copy = nbs.release_path(assignment, release.release_dir("zh"))
+    # The same cells as `attn release --lang zh` (which only words "# YOUR CODE HERE" in Chinese as well).
+    assert released.read_text().replace(*release.CODE_STUB.values()) == zh_copy.read_text().replace(
+        *release.CODE_STUB.values())
+    nbs.write(fill_answers(nbs.read(released), assignment), course / "submitted" / "alice" / assignment / released.name)
+    (course / "submitted" / "bob" / assignment).mkdir(parents=True)
+    shutil.copy(released, course / "submitted" / "bob" / assignment)
+    nbgrader(course, "autograde", assignment, "--create", *source)
+    nbgrader(course, "generate_feedback", assignment, *source)
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        alice, bob = (gb.find_submission(assignment, s) for s in ("alice", "bob"))
+        assert alice.score == alice.max_score > 0 and bob.score == 0
+    html = (course / "feedback" / "bob" / assignment / f"{assignment}.html").read_text()
+    assert "还没有实现" in html or "尚未实现" in html or "未实现" in html, "bob's feedback should be in Chinese"
+    assert_no_secrets(html, assignment, "bob's Chinese feedback")

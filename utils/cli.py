@@ -46,6 +46,12 @@ def cmd_release(args: argparse.Namespace) -> int:
 
     chosen = args.assignments or None
     langs = i18n.LANGUAGES if args.lang == "all" else (args.lang,)
+    if args.solutions:
+        for lang in (lang for lang in langs if lang != "en"):
+            folder = release.write_solutions(lang, assignments=chosen)
+            print(f"wrote the {i18n.NAMES[lang]} solutions (nbgrader's source for a class in that language) to "
+                  f"{folder.relative_to(nbs.ROOT)}/")
+        return 0
     if args.check:
         stale = [(lang, a) for lang in langs for a in release.stale(chosen, lang)]
         for lang, a in stale:
@@ -200,6 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true", help="only report notebooks that are out of date (exit 1)")
     p.add_argument("--lang", choices=["en", "zh", "all"], default="en",
                    help="which edition: en (notebooks/), zh (notebooks/zh/, 简体中文) or all (default: en)")
+    p.add_argument("--solutions", action="store_true",
+                   help="instead, write the edition's solutions to solutions-LANG/: nbgrader's source folder for a "
+                        "class in that language")
     p.set_defaults(func=cmd_release)
 
     p = sub.add_parser("check", help="grade one notebook with the hidden tests")

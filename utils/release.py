@@ -56,6 +56,17 @@ def generate(dest: Path, assignments: list[str] | None = None, lang: str = "en")
     return written
 
 
+def write_solutions(lang: str, dest: Path | None = None, assignments: list[str] | None = None) -> Path:
+    """The solution notebooks of `lang`'s edition, as nbgrader's source folder for a class taught in that language:
+    `nbgrader generate_assignment ID --CourseDirectory.source_directory=solutions-<lang>` (README, "A class in
+    Chinese"). Returns the folder (default: solutions-<lang>/ in the course folder, not in git)."""
+    dest = dest or nbs.ROOT / f"solutions-{lang}"
+    for assignment in assignments or nbs.assignments():
+        source = nbs.read(nbs.solution_path(assignment))
+        nbs.write(i18n.translate(source, lang, assignment), dest / assignment / f"{assignment}.ipynb")
+    return dest
+
+
 def stale(assignments: list[str] | None = None, lang: str = "en") -> list[str]:
     """Assignments whose student copy in `lang` differs from what `attn release` would write now."""
     with tempfile.TemporaryDirectory() as tmp:
