@@ -207,3 +207,28 @@ def test_translate_vocabulary_lists_the_known_words(small_checkpoint):
     assert lines[0] == f"{len(known) - 4} words:"
     listed = [w for line in lines[1:] for w in line.split(":", 1)[1].split()]
     assert sorted(listed) == sorted(known.itos[4:])
+
+
+def test_colab_check_grades_the_notebook_the_editor_holds(monkeypatch, capsys):
+    """utils.colab.check asks Colab's frontend for the notebook (here a stand-in for google.colab) and grades it."""
+    import json
+    import sys
+    import types
+
+    from utils import colab
+
+    solved = json.loads(nbs.solution_path("01_attention_intuition").read_text())
+    message = types.SimpleNamespace(blocking_request=lambda *a, **k: {"ipynb": solved})
+    google = types.ModuleType("google")
+    google.colab = types.ModuleType("google.colab")
+    google.colab._message = message
+    monkeypatch.setitem(sys.modules, "google", google)
+    monkeypatch.setitem(sys.modules, "google.colab", google.colab)
+    assert colab.check(exercise="softmax") == 0
+    out = capsys.readouterr().out
+    assert out.startswith("this notebook: 3 / 3 points"), out
+    monkeypatch.delitem(sys.modules, "google.colab")
+    import pytest
+
+    with pytest.raises(RuntimeError, match="Colab only"):
+        colab.check()
