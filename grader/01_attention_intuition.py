@@ -8,12 +8,13 @@ import torch
 import torch.nn.functional as F
 
 from utils.grading import Mistake, expect_pair, identify, standing_in
+from utils.i18n import N_, _
 
 # Sections of the notebook that explain each mistake (their headings, verbatim).
-S_WHY = "4. Why softmax?"
-S_SAFE = "5. Softmax, safely: overflow and the max trick"
-S_POOL = "6. Attention pooling: one query, many keys"
-S_SCORES = "7. Scoring functions: dot product vs additive (Bahdanau)"
+S_WHY = N_("4. Why softmax?")
+S_SAFE = N_("5. Softmax, safely: overflow and the max trick")
+S_POOL = N_("6. Attention pooling: one query, many keys")
+S_SCORES = N_("7. Scoring functions: dot product vs additive (Bahdanau)")
 
 NO_MAX = Mistake(
     "no max-subtraction",
@@ -99,7 +100,7 @@ BATCH_DIMS = Mistake(
     "name the last two dims (transpose(-2, -1)), never dims 0 and 1",
     S_SCORES,
 )
-_UNTRANSPOSED = (
+_UNTRANSPOSED = N_(
     "W_q and W_k are stored as (out, in), like nn.Linear's weight, so the projections are `query @ W_q.T` and "
     "`keys @ W_k.T`; `x @ W` computes Wᵀx, which runs only when W is square and is then the wrong projection"
 )
@@ -224,7 +225,8 @@ def test_softmax(check, refs, softmax):
         for dim in (0, 1, 2, 3, -1, -2):
             with check.case():
                 out = softmax(x, dim=dim)
-                check.close(out, torch.softmax(x, dim=dim), f"softmax(x, dim={dim}) for x of shape (2, 3, 4, 5)",
+                check.close(out, torch.softmax(x, dim=dim),
+                            _("softmax(x, dim={dim}) for x of shape (2, 3, 4, 5)").format(dim=dim),
                             mistakes=_softmax_mistakes(out, x, dim))
     with check("a square input (6 x 6): each row is normalised with its own max and its own sum"):
         x = torch.randn(6, 6) * 3
@@ -278,7 +280,7 @@ def test_attention_pool(check, refs, attention_pool):
 
 def _test_attention_pool(check, refs, attention_pool):
     for key, what in (("pool", "d_v != d"), ("pool2", "d_v == d")):
-        with check(f"matches the reference on hidden inputs ({what})", weight=2):
+        with check(_("matches the reference on hidden inputs ({what})").format(what=what), weight=2):
             q, k, v = refs[f"{key}.q"], refs[f"{key}.k"], refs[f"{key}.v"]
             out, w = expect_pair(attention_pool(q, k, v), "attention_pool")
             wrong_out, wrong_w = _pool_mistakes(q, k, v)
@@ -288,7 +290,7 @@ def _test_attention_pool(check, refs, attention_pool):
         q, k, v = torch.randn(16), torch.randn(50, 16), torch.randn(50, 7)
         out, w = expect_pair(attention_pool(q, k, v), "attention_pool")
         expected = F.scaled_dot_product_attention(q[None, None], k[None], v[None], scale=1.0)[0, 0]  # (d_v,)
-        wrong_out, _ = _pool_mistakes(q, k, v)
+        wrong_out, _unused = _pool_mistakes(q, k, v)
         check.close(out, expected, "output", mistakes=wrong_out, atol=1e-4)
     with check("weights are a probability distribution over 10000 keys, even for large scores"):
         q, k, v = torch.randn(8) * 20, torch.randn(10000, 8), torch.randn(10000, 3)

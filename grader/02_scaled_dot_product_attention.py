@@ -10,12 +10,13 @@ from torch import nn
 
 from utils.attention_variants import PASSED_IN_PLACE_OF, attention, passed_in_place_of
 from utils.grading import CheckFailure, CheckTimeout, LocalPart, Mistake, expect_pair, load_weights, standing_in
+from utils.i18n import N_, _
 
 NOTEBOOK = "02_scaled_dot_product_attention"
-STEPS = "1. The equation, step by step"
-WHY = "2. Why divide by √d_k"
-MASKS = "3. Masks: True = may attend"
-CROSS = "5. Self- and cross-attention"
+STEPS = N_("1. The equation, step by step")
+WHY = N_("2. Why divide by √d_k")
+MASKS = N_("3. Masks: True = may attend")
+CROSS = N_("5. Self- and cross-attention")
 
 # -- the mistake catalogue ----------------------------------------------------------------------------
 # Entries that share a name are the same mistake seen from a different angle, explained for that angle.
@@ -165,8 +166,8 @@ def sdpa_mistakes(q, k, v, mask=None, d_model=None):
         variants[WRONG_DIM_LEADING] = reference_sdpa(*args, softmax_dim=_implicit_softmax_dim(ndim))
     if mask is not None:
         variants[MASK_POLARITY] = reference_sdpa(*args, invert_mask=True)
-    outputs = {m: out for m, (out, _) in variants.items()}
-    weights = {m: w for m, (_, w) in variants.items()}
+    outputs = {m: out for m, (out, _w) in variants.items()}
+    weights = {m: w for m, (_out, w) in variants.items()}
     outputs[WEIGHTS_K] = reference_sdpa(*args, read_keys=True)[0]
     # A variant that is NaN everywhere (the wrong dim meets a key column the mask forbids for every query) matches
     # any answer that is NaN everywhere, whatever its bug: it names nothing.
@@ -252,16 +253,16 @@ def _expect_value_error(fn, what: str, numbers: tuple[int, int]) -> None:
         message = str(exc)
         named = all(str(n) in message for n in numbers)
         if not named:
-            raise CheckFailure(
-                f"{what} raised ValueError({message!r}); make the message show the shapes that disagree, "
-                "so whoever reads it can see which sizes to fix."
-            ) from None
+            raise CheckFailure(_(
+                "{what} raised ValueError({message}); make the message show the shapes that disagree, so whoever reads "
+                "it can see which sizes to fix.").format(what=what, message=repr(message))) from None
     except NotImplementedError:
         raise
     except Exception as exc:  # noqa: BLE001
-        raise CheckFailure(f"{what} should raise a ValueError that explains the shapes, got {type(exc).__name__}: {exc}") from None
+        raise CheckFailure(_("{what} should raise a ValueError that explains the shapes, got {error}: "
+                             "{message}").format(what=what, error=type(exc).__name__, message=exc)) from None
     else:
-        raise CheckFailure(f"{what} returned instead of raising ValueError.")
+        raise CheckFailure(_("{what} returned instead of raising ValueError.").format(what=what))
 
 
 def test_scaled_dot_product_attention(check, refs, scaled_dot_product_attention):
@@ -271,10 +272,14 @@ def test_scaled_dot_product_attention(check, refs, scaled_dot_product_attention)
         out, weights = expect_pair(result, "scaled_dot_product_attention")
         if (isinstance(out, torch.Tensor) and isinstance(weights, torch.Tensor) and out_ref.shape != w_ref.shape
                 and out.shape == w_ref.shape and weights.shape == out_ref.shape):
-            raise CheckFailure(f"the first tensor returned has the weights' shape {tuple(out.shape)} and the second "
-                               f"the output's {tuple(weights.shape)} ({what}).", PAIR_ORDER)
-        check.close(out, out_ref, f"output ({what})", lambda: sdpa_mistakes(q, k, v, mask)[0], **tol)
-        check.close(weights, w_ref, f"weights ({what})", lambda: sdpa_mistakes(q, k, v, mask)[1], **tol)
+            raise CheckFailure(_("the first tensor returned has the weights' shape {first} and the second the "
+                                 "output's {second} ({what}).").format(first=tuple(out.shape),
+                                                                       second=tuple(weights.shape), what=what),
+                               PAIR_ORDER)
+        check.close(out, out_ref, _("output ({what})").format(what=what), lambda: sdpa_mistakes(q, k, v, mask)[0],
+                    **tol)
+        check.close(weights, w_ref, _("weights ({what})").format(what=what), lambda: sdpa_mistakes(q, k, v, mask)[1],
+                    **tol)
 
     def against_torch(lead, Lq, Lk, d_k, d_v, mask_kind, scale=1.0, **tol):
         q = torch.randn(*lead, Lq, d_k) * scale
@@ -287,23 +292,25 @@ def test_scaled_dot_product_attention(check, refs, scaled_dot_product_attention)
         else:
             mask = None
         expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        _, w_ref = reference_sdpa(q, k, v, mask)
+        _out, w_ref = reference_sdpa(q, k, v, mask)
         if lead and mask is None:
             def output(q, k, v):
                 return expect_pair(scaled_dot_product_attention(q.clone(), k.clone(), v.clone()),
                                    "scaled_dot_product_attention")[0]
 
             check.batched(output, (q, k, v), (True, True, True), len(lead), expected,
-                          f"output (q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)})", BATCH_DIMS,
+                          _("output (q {q}, k {k}, v {v})").format(q=tuple(q.shape), k=tuple(k.shape),
+                                                                   v=tuple(v.shape)), BATCH_DIMS,
                           mistakes=lambda: sdpa_mistakes(q, k, v)[0], **tol)
-        compare(q, k, v, mask, expected, w_ref, f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}, "
-                f"mask {None if mask is None else tuple(mask.shape)}, compared with torch's", **tol)
+        compare(q, k, v, mask, expected, w_ref, _("q {q}, k {k}, v {v}, mask {mask}, compared with torch's").format(
+            q=tuple(q.shape), k=tuple(k.shape), v=tuple(v.shape), mask=None if mask is None else tuple(mask.shape)),
+            **tol)
 
     q, k, v, mask = (refs[f"sdpa.{n}"] for n in ("q", "k", "v", "mask"))
     with check("matches the reference on hidden inputs (B=2, h=3, Lq=5, Lk=7, d_k=8, d_v=6), no mask", weight=2):
-        compare(q, k, v, None, refs["sdpa.out"], refs["sdpa.weights"], "hidden input")
+        compare(q, k, v, None, refs["sdpa.out"], refs["sdpa.weights"], _("hidden input"))
     with check("matches the reference on the same inputs with a boolean (B, 1, Lq, Lk) mask", weight=2):
-        compare(q, k, v, mask, refs["sdpa.masked_out"], refs["sdpa.masked_weights"], "hidden input with a mask")
+        compare(q, k, v, mask, refs["sdpa.masked_out"], refs["sdpa.masked_weights"], _("hidden input with a mask"))
     with check("equals torch.nn.functional.scaled_dot_product_attention on fresh non-square inputs, 0 to 3 leading dims"):
         for lead, Lq, Lk, d_k, d_v in [((3, 4), 9, 6, 16, 10), ((2,), 11, 13, 32, 20), ((), 4, 7, 5, 3),
                                        ((2, 2, 3), 3, 5, 12, 7)]:
@@ -328,15 +335,16 @@ def test_scaled_dot_product_attention(check, refs, scaled_dot_product_attention)
         keys[int(torch.randint(0, 7, (1,)))] = True  # at least one allowed key
         k3[..., ~keys, :] = 40.0  # scores of forbidden keys: 40 to 180 above the allowed ones
         m3 = keys.expand(5, 7)
-        _, w3 = reference_sdpa(q3, k3, v3, m3)
+        _out3, w3 = reference_sdpa(q3, k3, v3, m3)
         after = torch.softmax(q3 @ k3.transpose(-2, -1) / math.sqrt(8), dim=-1) * m3
         after = after / after.sum(dim=-1, keepdim=True)  # 0 / 0 where every allowed weight underflowed
         out, weights = expect_pair(scaled_dot_product_attention(q3.clone(), k3.clone(), v3.clone(), mask=m3.clone()),
                                    "scaled_dot_product_attention")
-        what = "forbidden scores far above the allowed ones"
-        check.close(out, F.scaled_dot_product_attention(q3, k3, v3, attn_mask=m3), f"output ({what})",
+        what = _("forbidden scores far above the allowed ones")
+        check.close(out, F.scaled_dot_product_attention(q3, k3, v3, attn_mask=m3),
+                    _("output ({what})").format(what=what),
                     lambda: {**sdpa_mistakes(q3, k3, v3, m3)[0], MASK_AFTER_SOFTMAX: after @ v3}, atol=1e-4)
-        check.close(weights, w3, f"weights ({what})",
+        check.close(weights, w3, _("weights ({what})").format(what=what),
                     lambda: {**sdpa_mistakes(q3, k3, v3, m3)[1], MASK_AFTER_SOFTMAX: after}, atol=1e-4)
     with check("gradients reach q, k and v as they do through the reference (nothing detached)"):
         g_mask = _random_mask(None, 2, 4, 6)
@@ -349,26 +357,28 @@ def test_scaled_dot_product_attention(check, refs, scaled_dot_product_attention)
         copies = [t.clone() for t in (q2, k2, v2, m2)]
         scaled_dot_product_attention(q2, k2, v2, mask=m2)
         for name, before, after in zip(("q", "k", "v", "mask"), copies, (q2, k2, v2, m2)):
-            check.true(torch.equal(before, after), f"{name} was changed in place; the caller still needs it.")
+            check.true(torch.equal(before, after),
+                       _("{name} was changed in place; the caller still needs it.").format(name=name))
     with check("mismatched shapes raise ValueError naming them: d_k of q vs k, and Lk of k vs v"):
         _expect_value_error(
             lambda: scaled_dot_product_attention(torch.randn(2, 4, 13), torch.randn(2, 6, 11), torch.randn(2, 6, 5)),
-            "q with d_k = 13 and k with d_k = 11", (13, 11))
+            _("q with d_k = 13 and k with d_k = 11"), (13, 11))
         _expect_value_error(
             lambda: scaled_dot_product_attention(torch.randn(2, 4, 8), torch.randn(2, 17, 8), torch.randn(2, 19, 5)),
-            "k with Lk = 17 and v with Lk = 19", (17, 19))
+            _("k with Lk = 17 and v with Lk = 19"), (17, 19))
 
 
 def _build(cls, d_model: int, d_k: int, d_v: int):
     module = cls(d_model, d_k, d_v)
     if not isinstance(module, nn.Module):
-        raise CheckFailure(f"SelfAttention should be an nn.Module, got {type(module).__name__}.")
+        raise CheckFailure(_("{what} should be an nn.Module, got {type}.").format(what="SelfAttention",
+                                                                                  type=type(module).__name__))
     return module
 
 
 def _load(module, params: dict[str, torch.Tensor]) -> None:
-    load_weights(module, params, "W_q and W_k = nn.Linear(d_model, d_k) and W_v = nn.Linear(d_model, d_v), with their "
-                 "biases (nn.Linear's default)")
+    load_weights(module, params, N_("W_q and W_k = nn.Linear(d_model, d_k) and W_v = nn.Linear(d_model, d_v), with "
+                                    "their biases (nn.Linear's default)"))
 
 
 def _self_attention_params(refs) -> dict[str, torch.Tensor]:
@@ -382,14 +392,15 @@ def _argument_mistake(params, x, context, calls) -> Mistake | None:
     inputs = {"x": x} if context is None else {"x": x, "context": context}
     candidates = {(name, where): _linear(params, name, t) for where, t in inputs.items() for name in ("W_q", "W_k", "W_v")}
     source = "x" if context is None else "context"
-    q, k, v, _ = calls[0]
+    q, k, v, _mask = calls[0]
     found = passed_in_place_of({"queries": q, "keys": k, "values": v}, candidates,
                                {"queries": ("W_q", "x"), "keys": ("W_k", source), "values": ("W_v", source)})
     if found is None:
         return None
     # the two that the catalogue already names (and names the same way when the attention is written inline)
     return {"keys and values from x, not from the context": KEYS_FROM_X,
-            "keys made with W_q, not W_k": SHARED_QK}.get(found[0]) or Mistake(found[0], found[1], CROSS)
+            "keys made with W_q, not W_k": SHARED_QK}.get(found[0]) or Mistake(found[0], found[1], CROSS,
+                                                                            words=found[2])
 
 
 def _test_self_attention(check, refs, SelfAttention, calls):
@@ -409,8 +420,8 @@ def _test_self_attention(check, refs, SelfAttention, calls):
             named = _argument_mistake(params, x, context, calls)
             if named is None:
                 raise
-            raise CheckFailure(f"SelfAttention.forward ({what}) passed scaled_dot_product_attention tensors it "
-                               "could not combine.", named) from None
+            raise CheckFailure(_("SelfAttention.forward ({what}) passed scaled_dot_product_attention tensors it could "
+                                 "not combine.").format(what=what), named) from None
         named = _argument_mistake(params, x, context, calls)
         if mask is not None and len(calls) == 1 and calls[0][3] is None:
             named = MASK_NOT_PASSED
@@ -418,8 +429,8 @@ def _test_self_attention(check, refs, SelfAttention, calls):
         def wrong(i):
             found = self_attention_mistakes(params, x, context, mask)[i]
             return {named: (out, weights)[i], **found} if named else found
-        check.close(out, out_ref, f"output ({what})", lambda: wrong(0), **tol)
-        check.close(weights, w_ref, f"weights ({what})", lambda: wrong(1), **tol)
+        check.close(out, out_ref, _("output ({what})").format(what=what), lambda: wrong(0), **tol)
+        check.close(weights, w_ref, _("weights ({what})").format(what=what), lambda: wrong(1), **tol)
 
     params = _self_attention_params(refs)
     with check("supplied weights reproduce stored outputs: self-attention with a causal mask (B=2, L=5, d_model=12, d_k=8, d_v=6)", weight=2):
@@ -427,12 +438,13 @@ def _test_self_attention(check, refs, SelfAttention, calls):
         _load(module, params)
         causal = torch.ones(5, 5, dtype=torch.bool).tril()
         compare(module, params, refs["SelfAttention.x"], None, causal, refs["SelfAttention.self_out"],
-                refs["SelfAttention.self_weights"], "hidden self-attention input")
+                refs["SelfAttention.self_weights"], _("hidden self-attention input"))
     with check("supplied weights reproduce stored outputs: cross-attention, x of length 4, context of length 7", weight=2):
         module = _build(SelfAttention, 12, 8, 6)
         _load(module, params)
         compare(module, params, refs["SelfAttention.cross_x"], refs["SelfAttention.context"], None,
-                refs["SelfAttention.cross_out"], refs["SelfAttention.cross_weights"], "hidden cross-attention input")
+                refs["SelfAttention.cross_out"], refs["SelfAttention.cross_weights"],
+                _("hidden cross-attention input"))
     with check("matches nn.Linear + torch's scaled_dot_product_attention: cross-attention with a key-padding mask"):
         B, Lq, Lk, d_model, d_k, d_v = 3, 6, 9, 16, 4, 10
         fresh = _random_params(None, d_model, d_k, d_v)
@@ -442,8 +454,9 @@ def _test_self_attention(check, refs, SelfAttention, calls):
         mask = _random_mask(None, B, 1, Lk)  # (B, 1, Lk): padding on the context's keys
         q, k, v = _linear(fresh, "W_q", x), _linear(fresh, "W_k", context), _linear(fresh, "W_v", context)
         expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        _, w_ref = reference_sdpa(q, k, v, mask)
-        compare(module, fresh, x, context, mask, expected, w_ref, "fresh cross-attention input, compared with torch's")
+        _out, w_ref = reference_sdpa(q, k, v, mask)
+        compare(module, fresh, x, context, mask, expected, w_ref,
+                _("fresh cross-attention input, compared with torch's"))
     with check("context=None is self-attention: the same result as passing context=x"):
         module = _build(SelfAttention, 10, 6, 3)
         _load(module, _random_params(None, 10, 6, 3))
@@ -464,8 +477,8 @@ def _gradients_reach_the_projections(check, SelfAttention):
         for name in ("W_q", "W_k", "W_v"):
             grad = getattr(module, name).weight.grad
             check.true(grad is not None and bool(grad.abs().sum() > 0),
-                       f"{name}.weight received no gradient: is its output detached or computed under no_grad, "
-                       f"or is another projection used where {name} belongs?")
+                       _("{name}.weight received no gradient: is its output detached or computed under no_grad, or "
+                         "is another projection used where {name} belongs?").format(name=name))
 
 
 V_WIDTH = Mistake(
@@ -488,7 +501,8 @@ def test_self_attention(check, refs, SelfAttention):
         module = _build(SelfAttention, 12, 8, 6)
         widths = {name: getattr(getattr(module, name, None), "out_features", None) for name in ("W_q", "W_k", "W_v")}
         check.true(widths == {"W_q": 8, "W_k": 8, "W_v": 6},
-                   f"out_features of W_q, W_k, W_v are {widths}, expected 8, 8 and 6 for SelfAttention(12, 8, 6).",
+                   _("out_features of W_q, W_k, W_v are {widths}, expected 8, 8 and 6 for SelfAttention(12, 8, "
+                     "6).").format(widths=widths),
                    V_WIDTH if widths == {"W_q": 8, "W_k": 8, "W_v": 8} else None)
     with standing_in(SelfAttention, scaled_dot_product_attention=sdpa):
         _test_self_attention(check, refs, SelfAttention, calls)

@@ -8,14 +8,15 @@ import torch
 import torch.nn.functional as F
 
 from utils.grading import CheckFailure, Mistake, identify, standing_in
+from utils.i18n import N_, _
 
 # Sections of the notebook that explain each mistake (their headings, verbatim).
-S_BOOL = "2. Boolean masks: True = may attend, and how they broadcast"
-S_CAUSAL = "3. The causal mask"
-S_PAD = "4. Padding masks"
-S_WINDOW = "5. Sliding-window (local) masks"
-S_INF = "6. -inf, -1e9, and the row with nothing to attend to"
-S_COMBINE = "7. Combining masks"
+S_BOOL = N_("2. Boolean masks: True = may attend, and how they broadcast")
+S_CAUSAL = N_("3. The causal mask")
+S_PAD = N_("4. Padding masks")
+S_WINDOW = N_("5. Sliding-window (local) masks")
+S_INF = N_("6. -inf, -1e9, and the row with nothing to attend to")
+S_COMBINE = N_("7. Combining masks")
 
 UPPER = Mistake(
     "upper vs lower triangle",
@@ -191,7 +192,8 @@ def make_references() -> dict[str, torch.Tensor]:
 # -- helpers ----------------------------------------------------------------------------------------
 def _is_tensor(actual, what: str) -> torch.Tensor:
     if not isinstance(actual, torch.Tensor):
-        raise CheckFailure(f"{what} should be a torch.Tensor, got {type(actual).__name__}.")
+        raise CheckFailure(_("{what} should be a torch.Tensor, got {type}.").format(what=_(what),
+                                                                                     type=type(actual).__name__))
     return actual.detach().cpu()
 
 
@@ -204,14 +206,16 @@ def _same_mask(check, actual, expected: torch.Tensor, what: str, mistakes: dict 
 
 def _bool_dtype(check, actual, what: str) -> None:
     actual = _is_tensor(actual, what)
-    check.true(actual.dtype == torch.bool, f"{what} should have dtype torch.bool (True = may attend), got {actual.dtype}.")
+    check.true(actual.dtype == torch.bool, _("{what} should have dtype torch.bool (True = may attend), got "
+                                             "{dtype}.").format(what=_(what), dtype=actual.dtype))
 
 
 def _usable_mask(actual, shape: tuple[int, ...], what: str) -> torch.Tensor:
     """The learner's mask as a bool tensor of `shape`, ready to use in attention."""
     actual = _is_tensor(actual, what)
     if tuple(actual.shape) != tuple(shape):
-        raise CheckFailure(f"{what} has shape {tuple(actual.shape)}, expected {tuple(shape)}.")
+        raise CheckFailure(_("{what} has shape {got}, expected {want}.").format(what=_(what), got=tuple(actual.shape),
+                                                                                want=tuple(shape)))
     return actual.bool()
 
 
@@ -267,7 +271,7 @@ def test_padding_mask(check, refs, padding_mask):
     lengths = refs["padding_mask.lengths"]
     with check("matches the reference on hidden lengths (0 and max_len included)", weight=2):
         expected = refs["padding_mask.out"]
-        _same_mask(check, padding_mask(lengths.clone(), PAD_MAX), expected, "padding_mask on hidden lengths",
+        _same_mask(check, padding_mask(lengths.clone(), PAD_MAX), expected, N_("padding_mask on hidden lengths"),
                    {INVERTED: ~expected, PAD_ONE_MORE: ref_padding(lengths + 1, PAD_MAX),
                     PAD_ONE_LESS: ref_padding(lengths - 1, PAD_MAX)})
     with check("dtype torch.bool, shape (B, max_len) when max_len exceeds every length"):
@@ -319,7 +323,8 @@ def test_sliding_window_mask(check, refs, sliding_window_mask):
                 sliding_window_mask(5, bad)
             except ValueError:
                 continue
-            raise CheckFailure(f"sliding_window_mask(5, {bad}) should raise ValueError: a window must contain at least the query itself.")
+            raise CheckFailure(_("sliding_window_mask(5, {window}) should raise ValueError: a window must contain at "
+                                 "least the query itself.").format(window=bad))
 
 
 def test_masked_softmax(check, refs, masked_softmax):
@@ -342,9 +347,10 @@ def test_masked_softmax(check, refs, masked_softmax):
         leaked = (out.nan_to_num(nan=1.0) * ~mask).abs().where(allowed, torch.zeros(())).sum(-1)  # (B, h, Lq)
         rows = leaked > 0
         check.true(not rows.any(),
-                   f"in {int(rows.sum())} of {int(allowed[..., 0].sum())} rows, keys the mask forbids get weight (up to "
-                   f"{float(leaked.max()):.2f} of a row): a forbidden key must get exactly 0. Give its score -inf "
-                   f"before the softmax (multiplying the scores by the mask makes them 0, and exp(0) is not 0).")
+                   _("in {n} of {rows} rows, keys the mask forbids get weight (up to {largest} of a row): a forbidden "
+                     "key must get exactly 0. Give its score -inf before the softmax (multiplying the scores by the "
+                     "mask makes them 0, and exp(0) is not 0).").format(
+                       n=int(rows.sum()), rows=int(allowed[..., 0].sum()), largest=f"{float(leaked.max()):.2f}"))
     with check("fully masked rows are exactly zero, with no NaN"):
         out = _is_tensor(masked_softmax(scores.clone(), mask.clone()), "weights")
         empty = ~mask.any(-1).expand(2, 3, 5)
@@ -391,7 +397,8 @@ def test_masked_softmax(check, refs, masked_softmax):
         m = torch.rand(5, 8, generator=g) > 0.3
         before = s.clone()
         out = _is_tensor(masked_softmax(s, m), "weights")
-        check.true(out.dtype == torch.float64, f"float64 scores should give float64 weights, got {out.dtype}.")
+        check.true(out.dtype == torch.float64,
+                   _("float64 scores should give float64 weights, got {dtype}.").format(dtype=out.dtype))
         check.true(torch.equal(s, before), "masked_softmax modified the scores in place (masked_fill_?): use the out-of-place version so the caller's scores survive.")
 
 
@@ -422,7 +429,8 @@ def _test_build_attention_mask(check, refs, build_attention_mask):
                     mistakes[UPPER] = ref_build(lengths, Lq, Lk, causal, upper=True)
                     i, j = torch.arange(Lq)[:, None], torch.arange(Lk)[None, :]
                     mistakes[CAUSAL_REPLACES_PADDING] = (j <= i).expand(len(kl), 1, Lq, Lk)
-                what = f"build_attention_mask(key_lengths of {len(kl)} sequences, Lq={Lq}, Lk={Lk}, causal={causal})"
+                what = _("build_attention_mask(key_lengths of {n} sequences, Lq={Lq}, Lk={Lk}, "
+                         "causal={causal})").format(n=len(kl), Lq=Lq, Lk=Lk, causal=causal)
                 _same_mask(check, build_attention_mask(lengths, Lq, Lk, causal=causal), expected, what, mistakes)
     with check("dtype is torch.bool", weight=0.5):
         _bool_dtype(check, build_attention_mask(torch.tensor([2, 3]), 4, 3, causal=True), "build_attention_mask(...)")

@@ -10,12 +10,13 @@ from torch import nn
 from utils.attention_variants import attention
 from utils.diagnose import count_diagnosis
 from utils.grading import CheckFailure, Mistake, expect_pair, load_weights, standing_in
+from utils.i18n import N_, _
 
 NOTEBOOK = "04_multi_head_attention"
-SPLIT = "4. Splitting the heads"
-BUG = "5. The classic silent bug: view without transpose"
-MERGE = "6. Merging the heads"
-PIPELINE = "7. Multi-head attention, step by step"
+SPLIT = N_("4. Splitting the heads")
+BUG = N_("5. The classic silent bug: view without transpose")
+MERGE = N_("6. Merging the heads")
+PIPELINE = N_("7. Multi-head attention, step by step")
 
 # -- the mistake catalogue ----------------------------------------------------------------------------
 # Several entries share a name: the same mistake, made in a different place, explained for that place.
@@ -290,8 +291,8 @@ def mha_mistakes(params, query, key, value, mask, num_heads):
         return t.shape == right.shape and differs(t, right) and bool(torch.isfinite(t).any())
 
     no_weights = {MISSING_W_O, VIEW_MERGE}  # mistakes after the softmax leave the weights right
-    outputs = {m: out for m, (out, _) in variants.items() if predicts(out, right_out)}
-    weights = {m: w for m, (_, w) in variants.items() if m not in no_weights and predicts(w, right_w)}
+    outputs = {m: out for m, (out, _w) in variants.items() if predicts(out, right_out)}
+    weights = {m: w for m, (_out, w) in variants.items() if m not in no_weights and predicts(w, right_w)}
     weights[AVERAGE_WEIGHTS] = right_w.mean(dim=1)
     return outputs, weights
 
@@ -357,7 +358,8 @@ def test_split_heads(check, refs, split_heads):
             with check.case():
                 x = torch.randn(B, L, D)
                 check.close(
-                    split_heads(x.clone(), h), reference_split_heads(x, h), f"split_heads(x of shape {(B, L, D)}, {h})",
+                    split_heads(x.clone(), h), reference_split_heads(x, h),
+                    _("split_heads(x of shape {shape}, {h})").format(shape=(B, L, D), h=h),
                     mistakes=_split_mistakes(x, h),
                 )
     with check("one head: split_heads(x, 1) is x with a head axis of size 1"):
@@ -378,11 +380,10 @@ def test_split_heads(check, refs, split_heads):
         except NotImplementedError:
             raise
         except Exception as exc:  # noqa: BLE001
-            raise CheckFailure(
-                f"expected a ValueError that explains the problem, got {type(exc).__name__}: {exc}"
-            ) from None
+            raise CheckFailure(_("expected a ValueError that explains the problem, got {error}: {message}").format(
+                error=type(exc).__name__, message=exc)) from None
         else:
-            raise CheckFailure("split_heads(x of width 10, num_heads=4) returned instead of raising ValueError.")
+            raise CheckFailure(_("split_heads(x of width 10, num_heads=4) returned instead of raising ValueError."))
 
 
 def test_merge_heads(check, refs, merge_heads):
@@ -401,7 +402,8 @@ def test_merge_heads(check, refs, merge_heads):
         for B, h, L, d in [(3, 4, 7, 5), (1, 8, 2, 3)]:
             with check.case():
                 x = torch.randn(B, h, L, d)
-                check.close(merge_heads(x.clone()), reference_merge_heads(x), f"merge_heads(x of shape {(B, h, L, d)})",
+                check.close(merge_heads(x.clone()), reference_merge_heads(x),
+                            _("merge_heads(x of shape {shape})").format(shape=(B, h, L, d)),
                             mistakes=mistakes(x))
         x = torch.randn(2, 6, 3, 5).transpose(1, 2)  # (B=2, h=3, L=6, d=5), not contiguous
         check.close(merge_heads(x), reference_merge_heads(x), "merge_heads(a transposed tensor)", mistakes=mistakes(x))
@@ -419,7 +421,8 @@ def test_merge_heads(check, refs, merge_heads):
 def _build(cls, d_model: int, num_heads: int, bias: bool = True):
     module = cls(d_model, num_heads, bias=bias)
     if not isinstance(module, nn.Module):
-        raise CheckFailure(f"MultiHeadAttention should be an nn.Module, got {type(module).__name__}.")
+        raise CheckFailure(_("{what} should be an nn.Module, got {type}.").format(what="MultiHeadAttention",
+                                                                                  type=type(module).__name__))
     return module
 
 
@@ -427,8 +430,9 @@ def _load(module, params: dict[str, torch.Tensor]) -> None:
     """Load the test's weights; with bias=False, a bias the module should not have is an error too."""
     extra = sorted(k for k in module.state_dict() if k.startswith(("W_q.", "W_k.", "W_v.", "W_o.")) and k not in params)
     if extra:
-        raise CheckFailure(f"unexpected parameter(s) {extra}: with bias=False the four nn.Linear layers have no bias.")
-    load_weights(module, params, "W_q, W_k, W_v, W_o, each nn.Linear(d_model, d_model, bias=bias)")
+        raise CheckFailure(_("unexpected parameter(s) {extra}: with bias=False the four nn.Linear layers have no "
+                             "bias.").format(extra=extra))
+    load_weights(module, params, N_("W_q, W_k, W_v, W_o, each nn.Linear(d_model, d_model, bias=bias)"))
 
 
 def _run(module, query, key, value, mask):
@@ -444,8 +448,8 @@ def _compare(check, module, params, query, key, value, mask, num_heads, out_ref,
             cache.append(mha_mistakes(params, query, key, value, mask, num_heads))
         return cache[0][i]
 
-    check.close(out, out_ref, f"output ({what})", mistakes=lambda: wrong(0), **tol)
-    check.close(weights, w_ref, f"weights ({what})", mistakes=lambda: wrong(1), **tol)
+    check.close(out, out_ref, _("output ({what})").format(what=_(what)), mistakes=lambda: wrong(0), **tol)
+    check.close(weights, w_ref, _("weights ({what})").format(what=_(what)), mistakes=lambda: wrong(1), **tol)
 
 
 def params_from_torch(reference: nn.MultiheadAttention) -> dict[str, torch.Tensor]:
@@ -483,7 +487,7 @@ def _against_torch(check, cls, *, B, Lq, Lk, d_model, num_heads, bias, mask_kind
         out_ref, w_ref = reference(query, key, value, attn_mask=attn_mask, need_weights=True,
                                    average_attn_weights=False)
         _compare(check, module, params, query, key, value, mask, num_heads, out_ref, w_ref,
-                 "compared with torch.nn.MultiheadAttention", **tol)
+                 N_("compared with torch.nn.MultiheadAttention"), **tol)
 
 
 def _test_multi_head_attention(check, refs, MultiHeadAttention):
@@ -496,7 +500,7 @@ def _test_multi_head_attention(check, refs, MultiHeadAttention):
         mask = refs["MultiHeadAttention.mask"]
         with torch.no_grad():
             _compare(check, module, params, q, k, v, mask, 3, refs["MultiHeadAttention.out"],
-                     refs["MultiHeadAttention.weights"], "hidden cross-attention input")
+                     refs["MultiHeadAttention.weights"], N_("hidden cross-attention input"))
     with check("matches torch.nn.MultiheadAttention: self-attention, no mask"):
         _against_torch(check, MultiHeadAttention, B=2, Lq=7, Lk=7, d_model=16, num_heads=4, bias=True,
                        mask_kind=None, self_attention=True)
@@ -520,9 +524,10 @@ def _test_multi_head_attention(check, refs, MultiHeadAttention):
         except NotImplementedError:
             raise
         except Exception as exc:  # noqa: BLE001
-            raise CheckFailure(f"expected a ValueError that explains the problem, got {type(exc).__name__}: {exc}") from None
+            raise CheckFailure(_("expected a ValueError that explains the problem, got {error}: {message}").format(
+                error=type(exc).__name__, message=exc)) from None
         else:
-            raise CheckFailure("MultiHeadAttention(10, 4) was built: 10 features cannot be shared by 4 heads.")
+            raise CheckFailure(_("MultiHeadAttention(10, 4) was built: 10 features cannot be shared by 4 heads."))
 
 
 def _torch_count(d_model: int, num_heads: int, bias: bool) -> int:
@@ -534,7 +539,8 @@ def _torch_count(d_model: int, num_heads: int, bias: bool) -> int:
 def test_mha_parameter_count(check, refs, mha_parameter_count):
     with check("returns a Python int", weight=0.5):
         n = mha_parameter_count(16, 4, bias=True)
-        check.true(isinstance(n, int) and not isinstance(n, bool), f"expected an int, got {type(n).__name__}.")
+        check.true(isinstance(n, int) and not isinstance(n, bool),
+                   _("expected an int, got {type}.").format(type=type(n).__name__))
     with check("equals the parameter count of torch.nn.MultiheadAttention, with and without bias", weight=2):
         for d_model, h, bias in [(16, 4, True), (16, 4, False), (64, 8, True), (30, 5, False), (512, 1, True)]:
             n = mha_parameter_count(d_model, h, bias=bias)
@@ -544,18 +550,20 @@ def test_mha_parameter_count(check, refs, mha_parameter_count):
                 wrong[COUNT_NO_BIAS] = 4 * d_model * d_model
             if h > 1:
                 wrong[COUNT_PER_HEAD] = h * want
-            check.equal(n, want, f"mha_parameter_count({d_model}, {h}, bias={bias}) returned {n}, which is not the "
-                        "number of parameters of torch.nn.MultiheadAttention with that configuration.", wrong,
-                        count_diagnosis(n, want, {"d_model² (one weight matrix)": d_model * d_model,
-                                                  "d_model (one bias vector)": d_model}))
+            check.equal(n, want, _("mha_parameter_count({d_model}, {h}, bias={bias}) returned {n}, which is not the "
+                                   "number of parameters of torch.nn.MultiheadAttention with that "
+                                   "configuration.").format(d_model=d_model, h=h, bias=bias, n=n), wrong,
+                        count_diagnosis(n, want, {_("d_model² (one weight matrix)"): d_model * d_model,
+                                                  _("d_model (one bias vector)"): d_model}))
     with check("does not depend on the number of heads"):
         counts = {h: mha_parameter_count(96, h, bias=True) for h in (1, 2, 3, 4, 6, 8, 12)}
         check.true(len(set(counts.values())) == 1,
-                   f"d_model=96 gave different counts for different h: {counts}. Splitting d_model into heads "
-                   "cuts the same four matrices into slices; it adds no parameters.")
+                   _("d_model=96 gave different counts for different h: {counts}. Splitting d_model into heads cuts "
+                     "the same four matrices into slices; it adds no parameters.").format(counts=counts))
     with check("a LLaMA-7B sized layer (d_model=4096, 32 heads, no bias)"):
         n = mha_parameter_count(4096, 32, bias=False)
-        check.true(n == _torch_count(4096, 32, False), f"mha_parameter_count(4096, 32, bias=False) returned {n}.")
+        check.true(n == _torch_count(4096, 32, False),
+                   _("mha_parameter_count(4096, 32, bias=False) returned {n}.").format(n=n))
 
 
 def test_multi_head_attention(check, refs, MultiHeadAttention):

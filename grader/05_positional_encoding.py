@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from utils.grading import Mistake, standing_in
+from utils.i18n import _
 
 # -- the catalogue of known mistakes (section names are the notebook's headings) -----------------------
 CONCAT = Mistake(
@@ -214,7 +215,8 @@ def make_references() -> dict[str, torch.Tensor]:
 # -- hidden tests ----------------------------------------------------------------------------------------
 def test_sinusoidal_encoding(check, refs, sinusoidal_encoding):
     for max_len, d_model in SIN_SIZES:
-        with check(f"matches the reference table for max_len={max_len}, d_model={d_model}", weight=2):
+        with check(_("matches the reference table for max_len={max_len}, d_model={d_model}").format(
+                max_len=max_len, d_model=d_model), weight=2):
             out = sinusoidal_encoding(max_len, d_model)
             check.close(out, refs[f"sinusoidal.{max_len}x{d_model}"], "the table",
                         mistakes=_table_mistakes(out, max_len, d_model), atol=1e-4)
@@ -239,7 +241,8 @@ def test_sinusoidal_encoding(check, refs, sinusoidal_encoding):
 
 def test_offset_rotation(check, refs, offset_rotation):
     for k, d_model in OFFSETS:
-        with check(f"matches the reference matrix for k={k}, d_model={d_model}", weight=2):
+        with check(_("matches the reference matrix for k={k}, d_model={d_model}").format(k=k, d_model=d_model),
+                   weight=2):
             M = offset_rotation(k, d_model)
             ref = refs[f"offset.{k}.{d_model}"]
             wrong = {

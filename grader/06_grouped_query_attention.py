@@ -21,14 +21,15 @@ from utils.grading import (
     local_object,
     standing_in,
 )
+from utils.i18n import N_, _
 
 NOTEBOOK = "06_grouped_query_attention"
-FAMILY = "2. One family: MHA, GQA, MQA"
-TILING = "2.1 Tiling is not grouping"
-CACHE = "5. The KV cache"
-ROPE = "5.2 The cache and rotary positions"
-BYTES = "7. How big is the cache of a real model?"
-GQA = "3. Grouped-query attention"
+FAMILY = N_("2. One family: MHA, GQA, MQA")
+TILING = N_("2.1 Tiling is not grouping")
+CACHE = N_("5. The KV cache")
+ROPE = N_("5.2 The cache and rotary positions")
+BYTES = N_("7. How big is the cache of a real model?")
+GQA = N_("3. Grouped-query attention")
 
 # -- the mistake catalogue ----------------------------------------------------------------------------
 TILED = Mistake(
@@ -133,11 +134,28 @@ SWAPPED_QK = Mistake(
     "normalises over the queries; with a causal mask query i then reads the tokens after it",
     GQA,
 )
-_VIEW = ("a (B, L, d_model) projection split by .view(B, heads, L, d_k) without the transpose mixes positions "
-         "and features (notebook 04's silent bug); split with .view(B, L, heads, d_k).transpose(1, 2)")
-VIEW_Q = Mistake("view without transpose", "the queries were split with a bare view: " + _VIEW, GQA)
-VIEW_KV = Mistake("view without transpose", "the keys and values were split with a bare view: " + _VIEW, GQA)
-VIEW_QKV = Mistake("view without transpose", "queries, keys and values were split with a bare view: " + _VIEW, GQA)
+# Each explanation is written out in full, so that the catalogue of translations holds it as one sentence.
+VIEW_Q = Mistake(
+    "view without transpose",
+    "the queries were split with a bare view: a (B, L, d_model) projection split by .view(B, heads, L, d_k) without "
+    "the transpose mixes positions and features (notebook 04's silent bug); split with .view(B, L, heads, "
+    "d_k).transpose(1, 2)",
+    GQA,
+)
+VIEW_KV = Mistake(
+    "view without transpose",
+    "the keys and values were split with a bare view: a (B, L, d_model) projection split by .view(B, heads, L, d_k) "
+    "without the transpose mixes positions and features (notebook 04's silent bug); split with .view(B, L, heads, "
+    "d_k).transpose(1, 2)",
+    GQA,
+)
+VIEW_QKV = Mistake(
+    "view without transpose",
+    "queries, keys and values were split with a bare view: a (B, L, d_model) projection split by .view(B, heads, L, "
+    "d_k) without the transpose mixes positions and features (notebook 04's silent bug); split with .view(B, L, "
+    "heads, d_k).transpose(1, 2)",
+    GQA,
+)
 VIEW_MERGE = Mistake(
     "view without transpose",
     "the heads (B, h, L, d_k) were merged by a reshape to (B, L, h·d_k) without first moving the head axis next to "
@@ -345,23 +363,26 @@ def _raises_value_error(fn, *args) -> bool:
     except NotImplementedError:
         raise
     except Exception as exc:  # noqa: BLE001
-        raise CheckFailure(f"expected a ValueError, got {type(exc).__name__}: {exc}") from None
+        raise CheckFailure(_("expected a ValueError, got {error}: {message}").format(error=type(exc).__name__,
+                                                                                     message=exc)) from None
     return False
 
 
 def _build(cls, d_model, num_heads, num_kv_heads, **kwargs):
     module = cls(d_model, num_heads, num_kv_heads, **kwargs)
     if not isinstance(module, nn.Module):
-        raise CheckFailure("GroupedQueryAttention should be an nn.Module (subclass torch.nn.Module).")
+        raise CheckFailure(_("{type} should be an nn.Module (subclass torch.nn.Module).").format(
+            type="GroupedQueryAttention"))
     return module
 
 
 def _load(module, params):
     extra = sorted(k for k in module.state_dict() if k.startswith(("W_q.", "W_k.", "W_v.", "W_o.")) and k not in params)
     if extra:
-        raise CheckFailure(f"unexpected parameter(s) {extra}: with bias=False the four nn.Linear layers have no bias.")
-    load_weights(module, params, "W_q (d_model -> d_model), W_k and W_v (d_model -> num_kv_heads * d_k), "
-                                 "W_o (d_model -> d_model), each an nn.Linear")
+        raise CheckFailure(_("unexpected parameter(s) {extra}: with bias=False the four nn.Linear layers have no "
+                             "bias.").format(extra=extra))
+    load_weights(module, params, N_("W_q (d_model -> d_model), W_k and W_v (d_model -> num_kv_heads * d_k), W_o "
+                                    "(d_model -> d_model), each an nn.Linear"))
 
 
 def _gqa_module(cls, params, d_model, num_heads, num_kv_heads, **kwargs):
@@ -395,7 +416,8 @@ def test_repeat_kv(check, refs, repeat_kv):
                 x = torch.randn(B, h_kv, L, d)
                 out = repeat_kv(x, n_rep)
                 expected = torch.stack([x[:, i // n_rep] for i in range(h_kv * n_rep)], dim=1)
-                check.close(out, expected, f"repeat_kv(x of shape {(B, h_kv, L, d)}, {n_rep})",
+                check.close(out, expected, _("repeat_kv(x of shape {shape}, {n_rep})").format(shape=(B, h_kv, L, d),
+                                                                                              n_rep=n_rep),
                             mistakes=_repeat_mistakes(out, x, n_rep))
     with check("n_rep = 1 returns x's values unchanged (multi-head attention needs no copies)"):
         x = torch.randn(2, 4, 3, 5)
@@ -414,8 +436,8 @@ def _compare(check, module, params, x, mask, h, h_kv, out_ref, w_ref, what, rope
     with torch.no_grad():
         out, weights = expect_pair(module(x, mask=mask), "GroupedQueryAttention.forward")
     wrong = _gqa_mistakes(params, x, mask, h, h_kv, rope)
-    check.close(out, out_ref, f"output ({what})", mistakes=_offer(out, wrong, 0), **tol)
-    check.close(weights, w_ref, f"weights ({what})", mistakes=_offer(weights, wrong, 1), **tol)
+    check.close(out, out_ref, _("output ({what})").format(what=_(what)), mistakes=_offer(out, wrong, 0), **tol)
+    check.close(weights, w_ref, _("weights ({what})").format(what=_(what)), mistakes=_offer(weights, wrong, 1), **tol)
 
 
 def _test_grouped_query_attention(check, refs, GroupedQueryAttention):
@@ -426,7 +448,7 @@ def _test_grouped_query_attention(check, refs, GroupedQueryAttention):
     with check("supplied weights reproduce stored outputs (d_model=24, 6 heads, 2 KV heads, padding mask)", weight=2):
         module = _gqa_module(GroupedQueryAttention, params, d_model, h, h_kv)
         _compare(check, module, params, x, refs["gqa.mask"], h, h_kv, refs["gqa.out"], refs["gqa.weights"],
-                 "hidden input")
+                 N_("hidden input"))
     with check("num_kv_heads = num_heads is multi-head attention: equals torch.nn.MultiheadAttention"):
         reference = nn.MultiheadAttention(32, 4, batch_first=True)
         for p in reference.parameters():
@@ -438,7 +460,7 @@ def _test_grouped_query_attention(check, refs, GroupedQueryAttention):
         with torch.no_grad():
             out_ref, w_ref = reference(xx, xx, xx, attn_mask=~causal, need_weights=True, average_attn_weights=False)
         _compare(check, module, torch_params, xx, causal, 4, 4, out_ref, w_ref,
-                 "compared with torch.nn.MultiheadAttention")
+                 N_("compared with torch.nn.MultiheadAttention"))
     with check("num_kv_heads = num_heads loads notebook 04's MultiHeadAttention weights and gives its outputs"):
         mha04 = load_grader("04_multi_head_attention")
         p04 = random_params(None, 20, 5, 5)  # the state dict of MultiHeadAttention(20, 5): same names, same shapes
@@ -446,7 +468,8 @@ def _test_grouped_query_attention(check, refs, GroupedQueryAttention):
         xx = torch.randn(2, 8, 20)
         pad = (torch.arange(8) < torch.tensor([8, 3])[:, None])[:, None, None, :]  # (B, 1, 1, L)
         out_ref, w_ref = mha04.reference_mha(p04, xx, xx, xx, pad, 5)
-        _compare(check, module, p04, xx, pad, 5, 5, out_ref, w_ref, "compared with notebook 04's multi-head attention")
+        _compare(check, module, p04, xx, pad, 5, 5, out_ref, w_ref,
+                 N_("compared with notebook 04's multi-head attention"))
     with check("num_kv_heads = 1 is multi-query attention: every head attends over the one shared K and V"):
         p1 = random_params(None, 16, 4, 1, bias=False)
         module = _gqa_module(GroupedQueryAttention, p1, 16, 4, 1, bias=False)
@@ -456,7 +479,7 @@ def _test_grouped_query_attention(check, refs, GroupedQueryAttention):
         v = F.linear(xx, p1["W_v.weight"])[:, None]
         w_ref = torch.softmax(q @ k.transpose(-2, -1) / 2.0, dim=-1)  # broadcast over the 4 query heads
         out_ref = F.linear((w_ref @ v).transpose(1, 2).reshape(2, 6, 16), p1["W_o.weight"])
-        _compare(check, module, p1, xx, None, 4, 1, out_ref, w_ref, "num_kv_heads = 1")
+        _compare(check, module, p1, xx, None, 4, 1, out_ref, w_ref, "num_kv_heads = 1")  # code, not words
     with check("equals F.scaled_dot_product_attention(..., enable_gqa=True) (8 heads, 4 KV heads, causal)"):
         p2 = random_params(None, 64, 8, 4)
         module = _gqa_module(GroupedQueryAttention, p2, 64, 8, 4)
@@ -465,7 +488,7 @@ def _test_grouped_query_attention(check, refs, GroupedQueryAttention):
         heads = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)  # (B, h, L, d_k)
         out_ref = F.linear(heads.transpose(1, 2).reshape(2, 13, 64), p2["W_o.weight"], p2["W_o.bias"])
         with torch.no_grad():
-            out, _ = expect_pair(module(xx, mask=torch.ones(13, 13, dtype=torch.bool).tril()),
+            out, _weights = expect_pair(module(xx, mask=torch.ones(13, 13, dtype=torch.bool).tril()),
                                  "GroupedQueryAttention.forward")
         wrong = _gqa_mistakes(p2, xx, torch.ones(13, 13, dtype=torch.bool).tril(), 8, 4)
         check.close(out, out_ref, "output (compared with torch's enable_gqa)", mistakes=_offer(out, wrong, 0),
@@ -479,26 +502,27 @@ def _test_grouped_query_attention(check, refs, GroupedQueryAttention):
             p3["W_o.weight"] = torch.eye(d)
             module = _gqa_module(GroupedQueryAttention, p3, d, h8, kv2, bias=False)
             with torch.no_grad():
-                out, _ = expect_pair(module(torch.randn(1, 5, d)), "GroupedQueryAttention.forward")
+                out, _weights = expect_pair(module(torch.randn(1, 5, d)), "GroupedQueryAttention.forward")
             check.shape(out, (1, 5, d), "output")
             reads = [bool(out[..., 4 * i:4 * i + 4].abs().max() > 1e-6) for i in range(h8)]
             expected = [i // (h8 // kv2) == j for i in range(h8)]
             tiled = [i % kv2 == j for i in range(h8)]
             check.true(reads == expected,
-                       f"only KV head {j} carries values, yet the query heads that received them are "
-                       f"{[i for i, r in enumerate(reads) if r]}; with 8 query heads and 2 KV heads, heads 0-3 "
-                       "should read KV head 0 and heads 4-7 KV head 1.", TILED if reads == tiled else None)
+                       _("only KV head {j} carries values, yet the query heads that received them are {heads}; with 8 "
+                         "query heads and 2 KV heads, heads 0-3 should read KV head 0 and heads 4-7 KV head 1.").format(
+                           j=j, heads=[i for i, r in enumerate(reads) if r]), TILED if reads == tiled else None)
     with check("rope=True rotates q and k by their positions (stored outputs, causal mask)"):
         module = _gqa_module(GroupedQueryAttention, params, d_model, h, h_kv, rope=True)
         causal = torch.ones(s["L"], s["L"], dtype=torch.bool).tril()
         _compare(check, module, params, x, causal, h, h_kv, refs["gqa.rope_out"], refs["gqa.rope_weights"],
-                 "rope=True", rope=True)
+                 "rope=True", rope=True)  # code, not words
     with check("K and V projections are num_kv_heads * d_k wide; bias=False leaves no biases"):
         module = _build(GroupedQueryAttention, 48, 12, 3, bias=False)
         shapes = {name: tuple(p.shape) for name, p in module.named_parameters()}
         expected = {"W_q.weight": (48, 48), "W_k.weight": (12, 48), "W_v.weight": (12, 48), "W_o.weight": (48, 48)}
         check.true(all(shapes.get(k) == v for k, v in expected.items()) and len(shapes) == 4,
-                   f"GroupedQueryAttention(48, 12, 3, bias=False) has parameters {shapes}; expected {expected}.")
+                   _("GroupedQueryAttention(48, 12, 3, bias=False) has parameters {shapes}; expected "
+                     "{expected}.").format(shapes=shapes, expected=expected))
     with check("ValueError when heads cannot share the width or the KV heads evenly (30, 4, 2) and (24, 6, 4)"):
         check.true(_raises_value_error(GroupedQueryAttention, 30, 4, 2),
                    "GroupedQueryAttention(30, 4, 2) was built: 30 features cannot be shared by 4 heads.")
@@ -539,16 +563,17 @@ def _decode(GroupedQueryAttention, KVCache, params, x, prefill, h, h_kv, rope):
     with torch.no_grad():
         if prefill:
             out, w = expect_pair(module(x[:, :prefill], mask=torch.ones(prefill, prefill, dtype=torch.bool).tril(),
-                                        cache=cache), "GroupedQueryAttention.forward with a cache")
+                                        cache=cache), N_("GroupedQueryAttention.forward with a cache"))
             outs.append(out)
             weights.append(w)
         for t in range(prefill, L):
-            out, w = expect_pair(module(x[:, t:t + 1], cache=cache), "GroupedQueryAttention.forward with a cache")
+            out, w = expect_pair(module(x[:, t:t + 1], cache=cache), N_("GroupedQueryAttention.forward with a cache"))
             outs.append(out)
             weights.append(w)
     for o in outs:
         if not isinstance(o, torch.Tensor) or o.dim() != 3:
-            raise CheckFailure("GroupedQueryAttention.forward should return an output of shape (B, L_new, d_model).")
+            raise CheckFailure(_("GroupedQueryAttention.forward should return an output of shape (B, L_new, "
+                                 "d_model)."))
     return torch.cat(outs, dim=1), weights
 
 
@@ -564,8 +589,8 @@ def _prefix_passes(GroupedQueryAttention, params, x, prefill, h, h_kv, rope):
             out, w = expect_pair(module(x[:, :n], mask=torch.ones(n, n, dtype=torch.bool).tril()),
                                  "GroupedQueryAttention.forward")
             if not isinstance(out, torch.Tensor) or out.dim() != 3 or not isinstance(w, torch.Tensor) or w.dim() != 4:
-                raise CheckFailure("GroupedQueryAttention.forward should return an output (B, L, d_model) and "
-                                   "weights (B, h, L, L).")
+                raise CheckFailure(_("GroupedQueryAttention.forward should return an output (B, L, d_model) and "
+                                     "weights (B, h, L, L)."))
             outs.append(out if t == prefill - 1 else out[:, -1:])
             weights.append(w if t == prefill - 1 else w[:, :, -1:])
     return torch.cat(outs, dim=1), weights
@@ -584,16 +609,17 @@ def _decode_check(check, GroupedQueryAttention, KVCache, *, rope, B, L, prefill,
     when that module is right."""
     params = random_params(None, d_model, h, h_kv)
     x = torch.randn(B, L, d_model)
-    out, _ = _decode(GroupedQueryAttention, KVCache, params, x, prefill, h, h_kv, rope)
-    own, _ = _prefix_passes(GroupedQueryAttention, params, x, prefill, h, h_kv, rope)
-    full, _ = reference_gqa(params, x, torch.ones(L, L, dtype=torch.bool).tril(), h, h_kv, rope=rope)
+    out, _weights = _decode(GroupedQueryAttention, KVCache, params, x, prefill, h, h_kv, rope)
+    own, _own_weights = _prefix_passes(GroupedQueryAttention, params, x, prefill, h, h_kv, rope)
+    full, _full_weights = reference_gqa(params, x, torch.ones(L, L, dtype=torch.bool).tril(), h, h_kv, rope=rope)
     mistakes = {}
     if _own_math_is_right(own, full):
         args = (params, x, prefill, h, h_kv)
         mistakes[NO_CACHE_READ] = reference_decode(*args, rope=rope, read_cache=False)[0]
         if rope:
             mistakes[POSITIONS_RESTART] = reference_decode(*args, rope=True, restart=True)[0]
-    check.close(out, own, f"outputs of cached decoding (L={L}, prefill={prefill}) vs your module without a cache",
+    check.close(out, own, _("outputs of cached decoding (L={L}, prefill={prefill}) vs your module without a "
+                            "cache").format(L=L, prefill=prefill),
                 mistakes=mistakes, atol=2e-5)
 
 
@@ -606,8 +632,9 @@ def _test_kv_cache(check, refs, KVCache, GroupedQueryAttention):
             ks.append(k)
             vs.append(v)
             k_all, v_all = _update(cache, k, v)
-            check.close(k_all, torch.cat(ks, dim=2), f"keys after {t} updates", mistakes=_cache_mistake(k_all, ks))
-            check.close(v_all, torch.cat(vs, dim=2), f"values after {t} updates",
+            check.close(k_all, torch.cat(ks, dim=2), _("keys after {t} updates").format(t=t),
+                        mistakes=_cache_mistake(k_all, ks))
+            check.close(v_all, torch.cat(vs, dim=2), _("values after {t} updates").format(t=t),
                         mistakes=_cache_mistake(v_all, vs, ks))
     with check("returns everything so far: a prefill of random length, then single tokens (float64)"):
         cache = KVCache()
@@ -615,7 +642,7 @@ def _test_kv_cache(check, refs, KVCache, GroupedQueryAttention):
         ks = [torch.randn(1, 2, P, 6, dtype=torch.float64)]
         vs = [torch.randn(1, 2, P, 6, dtype=torch.float64)]
         _update(cache, ks[0], vs[0])
-        for _ in range(3):
+        for _step in range(3):
             ks.append(torch.randn(1, 2, 1, 6, dtype=torch.float64))
             vs.append(torch.randn(1, 2, 1, 6, dtype=torch.float64))
             k_all, v_all = _update(cache, ks[-1], vs[-1])
@@ -628,13 +655,13 @@ def _test_kv_cache(check, refs, KVCache, GroupedQueryAttention):
         counts.append(len(cache))
         _update(cache, torch.randn(3, 2, 1, 7), torch.randn(3, 2, 1, 7))
         counts.append(len(cache))
-        check.true(counts == [0, 5, 6], f"len(cache) was {counts} (empty, after 5 positions, after one more, of "
-                   "(B=3, h_kv=2, t, d_k=7)); expected [0, 5, 6].",
+        check.true(counts == [0, 5, 6], _("len(cache) was {counts} (empty, after 5 positions, after one more, of "
+                                          "(B=3, h_kv=2, t, d_k=7)); expected [0, 5, 6].").format(counts=counts),
                    LEN_AXIS if counts in ([0, 3, 3], [0, 2, 2], [0, 7, 7]) else None)
     with check("two caches are independent (no state shared between instances)"):
         a, b = KVCache(), KVCache()
         _update(a, torch.randn(1, 1, 3, 2), torch.randn(1, 1, 3, 2))
-        k_b, _ = _update(b, torch.ones(1, 1, 1, 2), torch.ones(1, 1, 1, 2))
+        k_b, _v_b = _update(b, torch.ones(1, 1, 1, 2), torch.ones(1, 1, 1, 2))
         check.close(k_b, torch.ones(1, 1, 1, 2), "keys of a second, fresh cache after one update")
     with check("in your module's decoding, your cache gives what the course's cache gives (prefill, then single "
                "tokens, rope=True)", weight=2):
@@ -653,16 +680,17 @@ def _test_cache_path(check, GroupedQueryAttention):
         cache = course_cache()
         with torch.no_grad():
             expect_pair(module(torch.randn(2, 3, 24), mask=torch.ones(3, 3, dtype=torch.bool).tril(), cache=cache),
-                        "GroupedQueryAttention.forward with a cache")
-            expect_pair(module(torch.randn(2, 1, 24), cache=cache), "GroupedQueryAttention.forward with a cache")
+                        N_("GroupedQueryAttention.forward with a cache"))
+            expect_pair(module(torch.randn(2, 1, 24), cache=cache), N_("GroupedQueryAttention.forward with a cache"))
         stored = cache.k
         shape = tuple(stored.shape) if isinstance(stored, torch.Tensor) else None
-        check.true(shape == (2, 2, 4, 4), f"the cache holds keys of shape {shape} after a prompt of 3 tokens and one "
-                   "more, expected (B=2, h_kv=2, 4, d_k=4).", CACHE_REPEATED if shape == (2, 6, 4, 4) else None)
+        check.true(shape == (2, 2, 4, 4), _("the cache holds keys of shape {shape} after a prompt of 3 tokens and "
+                                            "one more, expected (B=2, h_kv=2, 4, d_k=4).").format(shape=shape),
+                   CACHE_REPEATED if shape == (2, 6, 4, 4) else None)
     for rope in (False, True):
-        with check(f"with the course's KV cache, cached decoding (a prefill, then single tokens) equals your "
-                   f"module without a cache: outputs, random lengths (rope={rope})", weight=2):
-            for _ in range(2):
+        with check(_("with the course's KV cache, cached decoding (a prefill, then single tokens) equals your module "
+                     "without a cache: outputs, random lengths (rope={rope})").format(rope=rope), weight=2):
+            for _step in range(2):
                 L = int(torch.randint(5, 12, ()))
                 prefill = int(torch.randint(2, L - 1, ()))  # at least 2 prompt tokens, then at least 2 single ones
                 _decode_check(check, GroupedQueryAttention, course_cache, rope=rope, B=2, L=L, prefill=prefill,
@@ -672,9 +700,9 @@ def _test_cache_path(check, GroupedQueryAttention):
         L, prefill = 9, 4
         params = random_params(None, 16, 4, 2)
         x = torch.randn(2, L, 16)
-        _, weights = _decode(GroupedQueryAttention, course_cache, params, x, prefill, 4, 2, rope=True)
+        _out, weights = _decode(GroupedQueryAttention, course_cache, params, x, prefill, 4, 2, rope=True)
         own_out, own = _prefix_passes(GroupedQueryAttention, params, x, prefill, 4, 2, rope=True)
-        full_out, _ = reference_gqa(params, x, torch.ones(L, L, dtype=torch.bool).tril(), 4, 2, rope=True)
+        full_out, _full_weights = reference_gqa(params, x, torch.ones(L, L, dtype=torch.bool).tril(), 4, 2, rope=True)
         wrong = {}
         if _own_math_is_right(own_out, full_out):
             args = (params, x, prefill, 4, 2)
@@ -683,7 +711,7 @@ def _test_cache_path(check, GroupedQueryAttention):
         check.close(weights[0], own[0], "weights of the prefill", mistakes={m: w[0] for m, w in wrong.items()})
         for i, w in enumerate(weights[1:]):
             t = prefill + i
-            check.close(w, own[i + 1], f"weights of the token at position {t}",
+            check.close(w, own[i + 1], _("weights of the token at position {t}").format(t=t),
                         mistakes={m: ws[i + 1] for m, ws in wrong.items()})
 
 
@@ -697,7 +725,7 @@ def _cache_against_course_cache(check, GroupedQueryAttention, KVCache):
     params = random_params(None, 16, 4, 2)
     x = torch.randn(2, L, 16)
     try:
-        expected, _ = _decode(GroupedQueryAttention, course_cache, params, x, prefill, 4, 2, rope=True)
+        expected, _weights = _decode(GroupedQueryAttention, course_cache, params, x, prefill, 4, 2, rope=True)
     except (NotImplementedError, CheckTimeout):
         raise
     except Exception:  # noqa: BLE001 - the module's own cache path fails: check the cache on its own
@@ -709,11 +737,14 @@ def _cache_against_course_cache(check, GroupedQueryAttention, KVCache):
             ks.append(torch.randn(2, 2, 1, 4))
             vs.append(torch.randn(2, 2, 1, 4))
             k_all, v_all = _update(cache, ks[-1], vs[-1])
-            check.close(k_all, torch.cat(ks, dim=2), f"keys after token {t}", mistakes=_cache_mistake(k_all, ks))
-            check.close(v_all, torch.cat(vs, dim=2), f"values after token {t}", mistakes=_cache_mistake(v_all, vs))
-            check.true(len(cache) == t + 1, f"len(cache) was {len(cache)} after {t + 1} positions.")
+            check.close(k_all, torch.cat(ks, dim=2), _("keys after token {t}").format(t=t),
+                        mistakes=_cache_mistake(k_all, ks))
+            check.close(v_all, torch.cat(vs, dim=2), _("values after token {t}").format(t=t),
+                        mistakes=_cache_mistake(v_all, vs))
+            check.true(len(cache) == t + 1,
+                       _("len(cache) was {n} after {positions} positions.").format(n=len(cache), positions=t + 1))
         return
-    out, _ = _decode(GroupedQueryAttention, KVCache, params, x, prefill, 4, 2, rope=True)
+    out, _weights = _decode(GroupedQueryAttention, KVCache, params, x, prefill, 4, 2, rope=True)
     check.close(out, expected, "outputs of your module decoding with your cache vs with the course's cache",
                 atol=1e-5)
 
@@ -725,29 +756,32 @@ def _bytes_mistakes(expected, num_layers):
 def test_kv_cache_bytes(check, refs, kv_cache_bytes):
     with check("returns a Python int", weight=0.5):
         n = kv_cache_bytes(2, 2, 8, 10)
-        check.true(isinstance(n, int) and not isinstance(n, bool), f"expected an int, got {type(n).__name__}.")
+        check.true(isinstance(n, int) and not isinstance(n, bool),
+                   _("expected an int, got {type}.").format(type=type(n).__name__))
     configs = [  # (layers, kv heads, head_dim, seq_len, batch)
-        ("LLaMA-2-7B (32 layers, 32 KV heads of 128) at 4096 tokens", (32, 32, 128, 4096, 1)),
-        ("LLaMA-2-70B (80 layers, 8 KV heads of 128) at 32768 tokens", (80, 8, 128, 32768, 1)),
-        ("Falcon-7B style multi-query (32 layers, 1 KV head of 64), batch 8, 2048 tokens", (32, 1, 64, 2048, 8)),
+        (N_("LLaMA-2-7B (32 layers, 32 KV heads of 128) at 4096 tokens"), (32, 32, 128, 4096, 1)),
+        (N_("LLaMA-2-70B (80 layers, 8 KV heads of 128) at 32768 tokens"), (80, 8, 128, 32768, 1)),
+        (N_("Falcon-7B style multi-query (32 layers, 1 KV head of 64), batch 8, 2048 tokens"), (32, 1, 64, 2048, 8)),
     ]
     for what, (layers, kv, hd, L, B) in configs:
-        with check(f"fp16: {what}", weight=2):
+        with check(_("fp16: {what}").format(what=_(what)), weight=2):
             n = kv_cache_bytes(layers, kv, hd, L, batch_size=B)
             expected = reference_kv_cache_bytes(layers, kv, hd, L, B)
-            check.equal(n, expected, f"kv_cache_bytes({layers}, {kv}, {hd}, {L}, batch_size={B}) returned {n}.",
+            check.equal(n, expected, _("kv_cache_bytes({layers}, {kv}, {hd}, {L}, batch_size={B}) returned "
+                                       "{n}.").format(layers=layers, kv=kv, hd=hd, L=L, B=B, n=n),
                         _bytes_mistakes(expected, layers), count_diagnosis(n, expected, {}))
     with check("the dtype sets the bytes per element: float32 4, bfloat16 2, int8 1"):
         sizes = ((torch.float32, 4), (torch.bfloat16, 2), (torch.int8, 1))
-        got = {dtype: kv_cache_bytes(12, 4, 64, 1000, batch_size=3, dtype=dtype) for dtype, _ in sizes}
+        got = {dtype: kv_cache_bytes(12, 4, 64, 1000, batch_size=3, dtype=dtype) for dtype, _size in sizes}
         if len(set(got.values())) == 1 and any(got[d] != reference_kv_cache_bytes(12, 4, 64, 1000, 3, size)
                                                for d, size in sizes):
-            raise CheckFailure(f"kv_cache_bytes(12, 4, 64, 1000, batch_size=3, dtype=...) returned {got[torch.int8]} "
-                               f"for float32, bfloat16 and int8 alike.", DTYPE_IGNORED)
+            raise CheckFailure(_("kv_cache_bytes(12, 4, 64, 1000, batch_size=3, dtype=...) returned {n} for float32, "
+                                 "bfloat16 and int8 alike.").format(n=got[torch.int8]), DTYPE_IGNORED)
         for dtype, size in sizes:
             n = got[dtype]
             expected = reference_kv_cache_bytes(12, 4, 64, 1000, 3, size)
-            check.equal(n, expected, f"kv_cache_bytes(12, 4, 64, 1000, batch_size=3, dtype={dtype}) returned {n}.",
+            check.equal(n, expected, _("kv_cache_bytes(12, 4, 64, 1000, batch_size=3, dtype={dtype}) returned "
+                                       "{n}.").format(dtype=dtype, n=n),
                         _bytes_mistakes(expected, 12), count_diagnosis(n, expected, {}))
     with check("linear in the sequence length and the batch: doubling either doubles the bytes"):
         base = kv_cache_bytes(6, 2, 32, 777, batch_size=5)

@@ -12,14 +12,15 @@ import torch.nn.functional as F
 from utils.attention_variants import undefined_as as _undefined_rows_as
 from utils.diagnose import count_diagnosis
 from utils.grading import CheckFailure, Mistake, peak_memory, standing_in
+from utils.i18n import N_, _
 
 NOTEBOOK = "07_flash_attention"
-ONLINE = "3. Online softmax"
-TILING = "4. Tiling: attention one block at a time"
-LSE = "5. The logsumexp: what the backward pass needs"
-CAUSAL = "6. Causal attention: skipping whole blocks"
-IO = "7. An IO-cost model"
-BACKWARD = "9. The backward pass: recompute, don't store"
+ONLINE = N_("3. Online softmax")
+TILING = N_("4. Tiling: attention one block at a time")
+LSE = N_("5. The logsumexp: what the backward pass needs")
+CAUSAL = N_("6. Causal attention: skipping whole blocks")
+IO = N_("7. An IO-cost model")
+BACKWARD = N_("9. The backward pass: recompute, don't store")
 
 # -- the catalogue of known mistakes (section names are the notebook's headings) -----------------------
 SUM_NOT_RESCALED = Mistake(
@@ -316,7 +317,8 @@ def _nearest(actual: Any, candidates: list[torch.Tensor]) -> torch.Tensor:
 
 def _pair(result: Any, what: str) -> tuple[Any, Any]:
     if not (isinstance(result, tuple) and len(result) == 2):
-        raise CheckFailure(f"{what} should return a tuple (output, logsumexp), got {type(result).__name__}.")
+        raise CheckFailure(_("{what} should return a tuple (output, logsumexp), got {type}.").format(
+            what=what, type=type(result).__name__))
     return result
 
 
@@ -385,7 +387,7 @@ def make_references() -> dict[str, torch.Tensor]:
     x[0, 0, 17:] += 40.0  # this row's max arrives in its last blocks
     refs["online_softmax.x"] = x
     refs["online_softmax.out"] = reference_softmax(x)
-    for name, (B, h, Lq, Lk, d, dv), _, _, causal in FLASH_CASES:
+    for name, (B, h, Lq, Lk, d, dv), _bq, _bk, causal in FLASH_CASES:
         q = torch.randn(B, h, Lq, d, generator=g) * 2
         k = torch.randn(B, h, Lk, d, generator=g) * 2
         v = torch.randn(B, h, Lk, dv, generator=g)
@@ -415,7 +417,8 @@ def extreme_rows(n_rows: int, L: int) -> torch.Tensor:
 def test_online_softmax(check, refs, online_softmax):
     x = refs["online_softmax.x"]
     for b in SOFTMAX_BLOCKS:
-        with check(f"matches torch.softmax on hidden (3, 5, 23) inputs, block_size={b}", weight=2 if b == 4 else 1):
+        with check(_("matches torch.softmax on hidden (3, 5, 23) inputs, block_size={b}").format(b=b),
+                   weight=2 if b == 4 else 1):
             check.close(online_softmax(x, b), refs["online_softmax.out"], f"online_softmax(x, {b})",
                         lambda: _softmax_mistakes(x, b), atol=1e-6)
     with check("fresh inputs: every block size from 1 to beyond the length, a max that arrives late"):
@@ -463,16 +466,17 @@ def extreme_qkv(B: int, h: int, Lq: int, Lk: int, d: int = 16) -> tuple[torch.Te
 
 def test_flash_attention(check, refs, flash_attention):
     _allow(check, 60)  # a Python loop over blocks, at Lq = Lk = 4096 in the memory check (slow on a busy machine)
-    for name, _, bq, bk, causal in FLASH_CASES:
+    for name, _sizes, bq, bk, causal in FLASH_CASES:
         q, k, v = refs[f"flash.{name}.q"], refs[f"flash.{name}.k"], refs[f"flash.{name}.v"]
-        label = f"hidden (B, h, Lq, Lk) = {tuple(q.shape[:2]) + (q.shape[-2], k.shape[-2])}, blocks ({bq}, {bk})" + \
-            (", causal" if causal else "")
-        with check(f"output matches the reference: {label}", weight=2):
-            out, _ = _pair(flash_attention(q, k, v, bq, bk, causal), "flash_attention")
+        label = (_("hidden (B, h, Lq, Lk) = {shape}, blocks ({bq}, {bk}), causal") if causal else
+                 _("hidden (B, h, Lq, Lk) = {shape}, blocks ({bq}, {bk})")).format(
+            shape=tuple(q.shape[:2]) + (q.shape[-2], k.shape[-2]), bq=bq, bk=bk)
+        with check(_("output matches the reference: {label}").format(label=label), weight=2):
+            out, _lse = _pair(flash_attention(q, k, v, bq, bk, causal), "flash_attention")
             check.close(out, refs[f"flash.{name}.out"], "output",
                         lambda: _flash_mistakes(out, q, k, v, bq, bk, causal, 0), atol=1e-5)
-        with check(f"logsumexp matches torch.logsumexp of the scaled scores: {label}"):
-            _, lse = _pair(flash_attention(q, k, v, bq, bk, causal), "flash_attention")
+        with check(_("logsumexp matches torch.logsumexp of the scaled scores: {label}").format(label=label)):
+            _out, lse = _pair(flash_attention(q, k, v, bq, bk, causal), "flash_attention")
             check.close(lse, refs[f"flash.{name}.lse"], "logsumexp",
                         lambda: _flash_mistakes(lse, q, k, v, bq, bk, causal, 1), atol=1e-5)
     fresh = (  # (B, h, Lq, Lk, d, d_v), bq, bk, causal
@@ -486,8 +490,9 @@ def test_flash_attention(check, refs, flash_attention):
         ((2, 2, 32, 48, 16, 8), 16, 16, False),
     )
     for (B, h, Lq, Lk, d, dv), bq, bk, causal in fresh:
-        label = f"Lq={Lq}, Lk={Lk}, blocks ({bq}, {bk})" + (", causal" if causal else "")
-        with check(f"fresh inputs, {label}: output and logsumexp"):
+        label = (_("Lq={Lq}, Lk={Lk}, blocks ({bq}, {bk}), causal") if causal else
+                 _("Lq={Lq}, Lk={Lk}, blocks ({bq}, {bk})")).format(Lq=Lq, Lk=Lk, bq=bq, bk=bk)
+        with check(_("fresh inputs, {label}: output and logsumexp").format(label=label)):
             q, k, v = torch.randn(B, h, Lq, d) * 2, torch.randn(B, h, Lk, d) * 2, torch.randn(B, h, Lk, dv)
             out, lse = _pair(flash_attention(q, k, v, bq, bk, causal), "flash_attention")
             exp_out, exp_lse = reference_attention(q, k, v, causal)
@@ -496,7 +501,7 @@ def test_flash_attention(check, refs, flash_attention):
                         atol=1e-5)
     with check("equals torch's F.scaled_dot_product_attention (3-D inputs, causal, non-divisible blocks)"):
         q, k, v = torch.randn(3, 23, 16), torch.randn(3, 23, 16), torch.randn(3, 23, 16)
-        out, _ = _pair(flash_attention(q, k, v, 5, 7, True), "flash_attention")
+        out, _lse = _pair(flash_attention(q, k, v, 5, 7, True), "flash_attention")
         check.close(out, F.scaled_dot_product_attention(q, k, v, is_causal=True), "output", atol=1e-5)
     with check("large scores (q and k times 30): no overflow, no NaN"):
         q, k, v = torch.randn(1, 12, 8) * 30, torch.randn(1, 12, 8) * 30, torch.randn(1, 12, 8)
@@ -535,14 +540,15 @@ def test_flash_attention(check, refs, flash_attention):
         N, d = 4096, 16
         q, k, v = (torch.randn(1, N, d) for _ in range(3))
         result, peak = peak_memory(flash_attention, q, k, v, 512, 512, True)
-        out, _ = _pair(result, "flash_attention")
+        out, _lse = _pair(result, "flash_attention")
         check.shape(out, (1, N, d), "output")
         full = N * N * 4  # one float32 (Lq, Lk) matrix: 64 MiB
         # Resident memory also holds allocator leftovers (tens of MiB with two threads); one whole matrix is the line.
-        check.true(peak < full, f"flash_attention(q, k, v, 512, 512, causal=True) at Lq = Lk = {N} raised the "
-                   f"process's peak memory by {peak / 2**20:.0f} MiB; one {N} x {N} float32 matrix is "
-                   f"{full / 2**20:.0f} MiB and a tiled pass needs only a few (512 x 512) blocks. Is a full score "
-                   "matrix, a full mask or a full-size temporary built somewhere?")
+        check.true(peak < full, _("flash_attention(q, k, v, 512, 512, causal=True) at Lq = Lk = {N} raised the "
+                                  "process's peak memory by {peak} MiB; one {N} x {N} float32 matrix is {full} MiB and "
+                                  "a tiled pass needs only a few (512 x 512) blocks. Is a full score matrix, a full "
+                                  "mask or a full-size temporary built somewhere?").format(
+                       N=N, peak=f"{peak / 2**20:.0f}", full=f"{full / 2**20:.0f}"))
 
 
 def test_hbm_traffic(check, refs, hbm_traffic):
@@ -560,17 +566,18 @@ def test_hbm_traffic(check, refs, hbm_traffic):
             check.true(isinstance(got, tuple) and len(got) == 2, "hbm_traffic should return (standard, tiled).")
             standard, tiled = got
             blocks = -(-N // ((sram // (eb or 4)) // (4 * d)))
-            check.true(standard == expected[0], f"standard = {standard} is not the model's count of elements read "
-                       "and written (Q, K read; S written, read; P written, read with V; O written).",
-                       diagnosis=count_diagnosis(standard, expected[0], {"N·d (one N × d matrix)": N * d,
-                                                                          "N² (one N × N matrix)": N * N}))
+            check.true(standard == expected[0], _("standard = {standard} is not the model's count of elements read "
+                                                  "and written (Q, K read; S written, read; P written, read with V; O "
+                                                  "written).").format(standard=standard),
+                       diagnosis=count_diagnosis(standard, expected[0], {_("N·d (one N × d matrix)"): N * d,
+                                                                          _("N² (one N × N matrix)"): N * N}))
             floor = reference_hbm_traffic(N, d, sram, eb or 4, ceil=False)[1]
             as_elements = reference_hbm_traffic(N, d, sram * (eb or 4), eb or 4)[1]  # M = sram_bytes elements
-            check.equal(tiled, expected[1], f"tiled = {tiled} is not the model's count for these sizes.",
-                        {TAIL_DROPPED: floor, BYTES_AS_ELEMENTS: as_elements},
+            check.equal(tiled, expected[1], _("tiled = {tiled} is not the model's count for these sizes.").format(
+                tiled=tiled), {TAIL_DROPPED: floor, BYTES_AS_ELEMENTS: as_elements},
                         count_diagnosis(tiled, expected[1], {
-                            "N·d (one N × d matrix)": N * d, "N (one number per row, e.g. the logsumexp)": N,
-                            "N·d·T_r (an N × d matrix once per query block)": N * d * blocks}))
+                            _("N·d (one N × d matrix)"): N * d, _("N (one number per row, e.g. the logsumexp)"): N,
+                            _("N·d·T_r (an N × d matrix once per query block)"): N * d * blocks}))
     with check("grows like N^2 d^2 / M: doubling N quadruples the tiled traffic's N^2 part, doubling M halves it"):
         base = hbm_traffic(8192, 64, 2**17)[1] - 2 * 8192 * 64 - 8192  # 2Nd * T_r: K and V, once per query block
         check.true(hbm_traffic(16384, 64, 2**17)[1] - 2 * 16384 * 64 - 16384 == 4 * base,
@@ -597,17 +604,19 @@ def _test_FlashAttentionFunction(check, refs, FlashAttentionFunction):
         ((1, 2, 10, 9, 8, 8), False, 32, 32),
     )
     for (B, h, Lq, Lk, d, dv), causal, bq, bk in cases:
-        label = f"Lq={Lq}, Lk={Lk}, blocks ({bq}, {bk})" + (", causal" if causal else "")
-        with check(f"forward output and dq, dk, dv equal autograd through the plain formula: {label}", weight=2):
+        label = (_("Lq={Lq}, Lk={Lk}, blocks ({bq}, {bk}), causal") if causal else
+                 _("Lq={Lq}, Lk={Lk}, blocks ({bq}, {bk})")).format(Lq=Lq, Lk=Lk, bq=bq, bk=bk)
+        with check(_("forward output and dq, dk, dv equal autograd through the plain formula: {label}").format(
+                label=label), weight=2):
             q = (torch.randn(B, h, Lq, d) * 2).requires_grad_()
             k = (torch.randn(B, h, Lk, d) * 2).requires_grad_()
             v = torch.randn(B, h, Lk, dv).requires_grad_()
             out = FlashAttentionFunction.apply(q, k, v, causal, bq, bk)
-            exp_out, _ = reference_attention(q.detach(), k.detach(), v.detach(), causal)
+            exp_out, _exp_lse = reference_attention(q.detach(), k.detach(), v.detach(), causal)
             if isinstance(out, torch.Tensor) and out.shape == exp_out.shape and not torch.allclose(
                     out.detach(), exp_out, atol=1e-5, rtol=1e-4):
-                raise CheckFailure("the forward output is wrong (does forward call your flash_attention? fix that "
-                                   "exercise first), so the gradients cannot be right either.")
+                raise CheckFailure(_("the forward output is wrong (does forward call your flash_attention? fix that "
+                                     "exercise first), so the gradients cannot be right either."))
             check.close(out, exp_out, "forward output", atol=1e-5)
             check.true(out.requires_grad, "the output does not require grad: return it from forward as computed "
                        "(not detached), and call FlashAttentionFunction.apply, not forward.")
@@ -619,7 +628,8 @@ def _test_FlashAttentionFunction(check, refs, FlashAttentionFunction):
             if causal:
                 wrong[BACKWARD_UNMASKED] = reference_grads(q, k, v, grad, causal, backward_unmasked=True)
             for i, (name, t, e) in enumerate(zip(("dq", "dk", "dv"), (q, k, v), expected)):
-                check.true(t.grad is not None, f"{name} is None: backward must return a gradient for q, k and v.")
+                check.true(t.grad is not None,
+                           _("{name} is None: backward must return a gradient for q, k and v.").format(name=name))
                 check.close(t.grad, e, name, {m: w[i] for m, w in wrong.items() if not torch.equal(w[i], e)},
                             atol=1e-4, rtol=1e-3)
     with check("backward recomputes blockwise: peak memory at Lq = Lk = 4096 (blocks of 512)", weight=2):
@@ -629,13 +639,15 @@ def _test_FlashAttentionFunction(check, refs, FlashAttentionFunction):
         out, peak_fwd = peak_memory(apply, q, k, v, False, 512, 512)
         check.shape(out, (1, N, d), "forward output")
         full = N * N * 4
-        check.true(peak_fwd < full, f"the forward pass raised the peak memory by {peak_fwd / 2**20:.0f} MiB (one "
-                   f"{N} x {N} float32 matrix is {full / 2**20:.0f} MiB): save q, k, v, the output and the "
-                   "logsumexp, never the attention matrix.")
+        check.true(peak_fwd < full, _("the forward pass raised the peak memory by {peak} MiB (one {N} x {N} float32 "
+                                      "matrix is {full} MiB): save q, k, v, the output and the logsumexp, never the "
+                                      "attention matrix.").format(peak=f"{peak_fwd / 2**20:.0f}", N=N,
+                                                                  full=f"{full / 2**20:.0f}"))
         peak_bwd = _kernel_peak(FlashAttentionFunction, lambda: out.backward(torch.randn(1, N, d)))
-        check.true(peak_bwd < full, f"the backward pass raised the peak memory by {peak_bwd / 2**20:.0f} MiB "
-                   f"(one {N} x {N} float32 matrix is {full / 2**20:.0f} MiB): recompute P block by block from "
-                   "the saved logsumexp instead of building the whole matrix.")
+        check.true(peak_bwd < full, _("the backward pass raised the peak memory by {peak} MiB (one {N} x {N} float32 "
+                                      "matrix is {full} MiB): recompute P block by block from the saved logsumexp "
+                                      "instead of building the whole matrix.").format(peak=f"{peak_bwd / 2**20:.0f}",
+                                                                                      N=N, full=f"{full / 2**20:.0f}"))
         check.true(q.grad is not None and q.grad.shape == q.shape, "no gradient for q came back.")
 
 
@@ -672,8 +684,9 @@ def test_flash_attention_triton(check, refs, flash_attention_triton):
     )
     for shape, Lk, causal in cases:
         *lead, Lq, d = shape
-        with check(f"matches the reference: q {tuple(shape)}, Lk={Lk}" + (", causal" if causal else ""),
-                   weight=2 if shape[2] in (37, 40) else 1):
+        label = (_("matches the reference: q {shape}, Lk={Lk}, causal") if causal else
+                 _("matches the reference: q {shape}, Lk={Lk}")).format(shape=tuple(shape), Lk=Lk)
+        with check(label, weight=2 if shape[2] in (37, 40) else 1):
             q, k, v = torch.randn(*shape), torch.randn(*lead, Lk, d), torch.randn(*lead, Lk, d)
             out = flash_attention_triton(q, k, v, causal)
             check.close(out, reference_attention(q, k, v, causal)[0], "output",

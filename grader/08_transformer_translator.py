@@ -14,14 +14,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from utils.grading import CheckFailure, Mistake, load_weights, type_name
+from utils.i18n import N_, _
 from utils.translator import Translator, torch_mask
 
 NOTEBOOK = "08_transformer_translator"
-MASK = "3. The decoder's mask"
-ENCODER = "4. The encoder layer"
-DECODER = "5. The decoder layer"
-GREEDY = "7. Greedy decoding with a cache"
-BEAM = "10. Beam search"
+MASK = N_("3. The decoder's mask")
+ENCODER = N_("4. The encoder layer")
+DECODER = N_("5. The decoder layer")
+GREEDY = N_("7. Greedy decoding with a cache")
+BEAM = N_("10. Beam search")
 
 # -- the mistake catalogue ----------------------------------------------------------------------------
 NO_CAUSAL_MASK = Mistake(
@@ -360,7 +361,7 @@ def reference_greedy(model, src, max_len, mistake=None):
     ys = torch.full((B, 1), model.bos_id, dtype=torch.long)
     cache = model.new_cache()
     done = torch.zeros(B, dtype=torch.bool)
-    for _ in range(max_len):
+    for _step in range(max_len):
         if mistake == "cache_not_advanced":
             logits = model.decode(ys[:, -1:], memory, src_mask, model.new_cache())
         elif mistake == "whole_prefix":
@@ -390,7 +391,7 @@ def reference_beam(model, src, beam_size, max_len, length_penalty=1.0, mistake=N
     beams = torch.full((1, 1), model.bos_id, dtype=torch.long)
     scores = torch.zeros(1)
     finished = []
-    for _ in range(max_len):
+    for _step in range(max_len):
         k = beams.shape[0]
         logits = model.decode(beams, memory.expand(k, -1, -1), src_mask.expand(k, -1, -1, -1))
         logp = logits[:, -1].log_softmax(-1)
@@ -510,21 +511,23 @@ def _strip(refs, prefix):
 def _build(cls, what, *args):
     module = cls(*args)
     if not isinstance(module, nn.Module):
-        raise CheckFailure(f"{what} should be an nn.Module (subclass torch.nn.Module), got {type_name(module)}.")
+        raise CheckFailure(_("{what} should be an nn.Module (subclass torch.nn.Module), got {type}.").format(
+            what=what, type=type_name(module)))
     return module
 
 
 def _norm_first(module, what):
     value = module.norm_first
     if not isinstance(value, bool):
-        raise CheckFailure(f"{what}.norm_first should be True (pre-norm) or False (post-norm), got {value!r}.")
+        raise CheckFailure(_("{what}.norm_first should be True (pre-norm) or False (post-norm), got {value}.").format(
+            what=what, value=repr(value)))
     return value
 
 
-ENC_NEEDS = ("self_attn (a MultiHeadAttention with W_q, W_k, W_v, W_o), linear1 (d_model -> d_ff), "
-             "linear2 (d_ff -> d_model), norm1 and norm2 (nn.LayerNorm)")
-DEC_NEEDS = ("self_attn and cross_attn (MultiHeadAttention, each with W_q, W_k, W_v, W_o), linear1, linear2, "
-             "norm1, norm2 and norm3")
+ENC_NEEDS = N_("self_attn (a MultiHeadAttention with W_q, W_k, W_v, W_o), linear1 (d_model -> d_ff), "
+               "linear2 (d_ff -> d_model), norm1 and norm2 (nn.LayerNorm)")
+DEC_NEEDS = N_("self_attn and cross_attn (MultiHeadAttention, each with W_q, W_k, W_v, W_o), linear1, linear2, "
+               "norm1, norm2 and norm3")
 
 
 def _layer(cls, p, decoder):
@@ -610,7 +613,7 @@ def test_encoder_layer(check, refs, EncoderLayer):
             first, second = layer(x, None), layer(x, None)
         check.close(second, first, "a second call in eval mode")
     with check("leaves its input unchanged"):
-        layer, _ = _layer(EncoderLayer, p, decoder=False)
+        layer, _norm_first = _layer(EncoderLayer, p, decoder=False)
         x = torch.randn(2, 4, LAYER["d_model"])
         before = x.clone()
         with torch.no_grad():
@@ -697,7 +700,8 @@ def test_decoder_layer(check, refs, DecoderLayer, LayerCache):
         check.close(got, want, "the last step's output after W_k and W_v changed", atol=1e-4, mistakes={
             INPUTS_REPROJECTED: reference_last_step(p, new, x, memory, src_mask, h, norm_first, "reproject_self"),
             MEMORY_REPROJECTED: reference_last_step(p, new, x, memory, src_mask, h, norm_first, "reproject_memory")})
-        check.true(len(cache) == T, f"after {T} steps the cache holds {len(cache)} positions, not {T}",
+        check.true(len(cache) == T,
+                   _("after {T} steps the cache holds {n} positions, not {T}").format(T=T, n=len(cache)),
                    SELF_CACHE_NOT_ADVANCED)
     with check("dropout is off in eval mode, and the inputs are left unchanged"):
         layer = _build(DecoderLayer, "DecoderLayer", d, h, LAYER["d_ff"], 0.5).eval()
@@ -721,9 +725,11 @@ def _worker_model(Translator_, refs):
 
 def _tokens(result, what):
     if not isinstance(result, torch.Tensor):
-        raise CheckFailure(f"{what} should return a tensor of token ids, got {type_name(result)}.")
+        raise CheckFailure(_("{what} should return a tensor of token ids, got {type}.").format(
+            what=what, type=type_name(result)))
     if result.dtype != torch.long:
-        raise CheckFailure(f"{what} should return token ids as torch.long, got {result.dtype}.")
+        raise CheckFailure(_("{what} should return token ids as torch.long, got {dtype}.").format(
+            what=what, dtype=result.dtype))
     return result
 
 
@@ -772,10 +778,10 @@ def test_greedy_decode(check, refs, greedy_decode, Translator_):
                     if use_cache:  # a cache that is never advanced shows only where the cache is used
                         wrong[CACHE_NOT_ADVANCED] = reference_greedy(local, fresh, max_len, "cache_not_advanced")
                         wrong.update(_whole_prefix(local, fresh, max_len))
-                    check.close(got, want, f"greedy_decode(model, src, {max_len}, use_cache={use_cache})",
+                    check.close(got, want, f"greedy_decode(model, src, {max_len}, use_cache={use_cache})",  # code
                                 mistakes=wrong)
     with check("leaves src unchanged"):
-        model, _ = _worker_model(Translator_, refs)
+        model, _local = _worker_model(Translator_, refs)
         before = src.clone()
         greedy_decode(model, src, 5)
         check.true(torch.equal(src, before), "greedy_decode changed src in place.")
@@ -784,15 +790,18 @@ def test_greedy_decode(check, refs, greedy_decode, Translator_):
 def _beam(beam_search, model, src, k, max_len, lp, what):
     result = beam_search(model, src, k, max_len, lp)
     if not (isinstance(result, tuple) and len(result) == 2):
-        raise CheckFailure(f"{what} should return a tuple (tokens, score), got {type_name(result)}.")
+        raise CheckFailure(_("{what} should return a tuple (tokens, score), got {type}.").format(
+            what=what, type=type_name(result)))
     tokens, score = result
     tokens = _tokens(tokens, what)
     if tokens.dim() != 1:
-        raise CheckFailure(f"{what}: tokens should be 1-D (T,), got shape {tuple(tokens.shape)}.")
+        raise CheckFailure(_("{what}: tokens should be 1-D (T,), got shape {shape}.").format(
+            what=what, shape=tuple(tokens.shape)))
     if isinstance(score, torch.Tensor) and score.numel() == 1:
         score = score.item()
     if not isinstance(score, (int, float)) or isinstance(score, bool):
-        raise CheckFailure(f"{what}: the score should be a number, got {type_name(score)}.")
+        raise CheckFailure(_("{what}: the score should be a number, got {type}.").format(what=what,
+                                                                                         type=type_name(score)))
     return tokens, float(score)
 
 
@@ -802,9 +811,9 @@ def test_beam_search(check, refs, beam_search, Translator_):
         model, local = _worker_model(Translator_, refs)
         for b in range(src_all.shape[0]):
             src = src_all[b:b + 1]
-            tokens, _ = _beam(beam_search, model, src, 1, 12, 1.0, "beam_search(model, src, 1, 12, 1.0)")
+            tokens, _score = _beam(beam_search, model, src, 1, 12, 1.0, "beam_search(model, src, 1, 12, 1.0)")
             want = reference_greedy(local, src, 12)[0]
-            check.close(tokens, want, f"beam_search with beam_size=1, sentence {b}")
+            check.close(tokens, want, _("beam_search with beam_size=1, sentence {b}").format(b=b))
     with check("beam_size 3 and 5 (length_penalty 1.0 and 0.6): one finished hypothesis, scored "
                "log p(tokens) / len(tokens) ** length_penalty as the model computes it", weight=3):
         # Properties every correct beam search has, whichever variant (a shrinking beam, a full beam of the top
@@ -816,18 +825,22 @@ def test_beam_search(check, refs, beam_search, Translator_):
                 for b in (0, 1, 3, 4):
                     with check.case():
                         src = src_all[b:b + 1]
-                        what = f"beam_search(model, src, {k}, 12, {lp}), sentence {b}"
+                        what = _("beam_search(model, src, {k}, 12, {lp}), sentence {b}").format(k=k, lp=lp, b=b)
                         tokens, score = _beam(beam_search, model, src, k, 12, lp, what)
                         listed = tokens.tolist()
                         check.true(len(listed) >= 1 and (listed[-1] == local.eos_id or len(listed) == 12),
-                                   f"{what}: the tokens should end with <eos> (id {local.eos_id}) or be max_len long; "
-                                   f"got {len(listed)} tokens ending in {listed[-1:]}")
-                        check.true(local.eos_id not in listed[:-1], f"{what}: <eos> in the middle of the tokens: "
-                                   "a hypothesis that produced <eos> is finished and is not extended")
+                                   _("{what}: the tokens should end with <eos> (id {eos}) or be max_len long; got {n} "
+                                     "tokens ending in {end}").format(what=what, eos=local.eos_id, n=len(listed),
+                                                                      end=listed[-1:]))
+                        check.true(local.eos_id not in listed[:-1],
+                                   _("{what}: <eos> in the middle of the tokens: a hypothesis that produced <eos> is "
+                                     "finished and is not extended").format(what=what))
                         check.true(local.pad_id not in listed and local.bos_id not in listed,
-                                   f"{what}: the tokens contain <pad> or <bos>: return the hypothesis without <bos>")
+                                   _("{what}: the tokens contain <pad> or <bos>: return the hypothesis without "
+                                     "<bos>").format(what=what))
                         logp, n = reference_log_prob(local, src, tokens), len(listed)
-                        check.close(torch.tensor(score), torch.tensor(logp / n ** lp), f"score of the returned tokens, {what}",
+                        check.close(torch.tensor(score), torch.tensor(logp / n ** lp),
+                                    _("score of the returned tokens, {what}").format(what=what),
                                     atol=1e-4, mistakes={LP_INVERTED: torch.tensor(logp * n ** lp),
                                                          NO_LP: torch.tensor(logp)})
 

@@ -162,11 +162,29 @@ PASSED_IN_PLACE_OF = re.compile(
 )
 
 
+def N_(message: str) -> str:  # noqa: N802 - utils.i18n's mark; the learner's worker imports this module, not i18n
+    """Mark `message` for the catalogue of translations (`utils.failures.Mistake` translates it where it is shown)."""
+    return message
+
+
+#: The roles `passed_in_place_of` names, alone and together (translated where a mistake's name is shown).
+_ROLES = (N_("queries"), N_("keys"), N_("values"), N_("queries and keys"), N_("queries and values"),
+          N_("keys and values"), N_("queries and keys and values"))
+
+
+def _words(name: str, explanation: str, **values: str) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+    """(name, explanation, words) of a derived mistake: the templates filled with `values` in English, and what
+    `utils.failures.Mistake` needs to show them in another language."""
+    return name.format(**values), explanation.format(**values), (name, explanation, tuple(values.items()))
+
+
 def passed_in_place_of(
     passed: dict[str, torch.Tensor], candidates: dict[tuple[str, str], torch.Tensor],
     expected: dict[str, tuple[str, str]],
-) -> tuple[str, str] | None:
-    """(name, explanation) of what an attention call was given in place of its queries, keys or values, or None.
+) -> tuple[str, str, tuple[tuple[str, str], ...]] | None:
+    """(name, explanation, words) of what an attention call was given in place of its queries, keys or values, or
+    None; `words` (the templates and the values that fill them) lets `Mistake(name, explanation, section,
+    words=words)` show them in the learner's language.
 
     A grader that stands in for the learner's attention function sees the tensors the learner's module passed.
     `passed` is {role: tensor} for roles "queries", "keys", "values"; `candidates` maps (projection, input) labels
@@ -189,19 +207,23 @@ def passed_in_place_of(
         return None
     for a, b in itertools.combinations(wrong, 2):
         if found[a] == expected[b] and found[b] == expected[a]:
-            return (f"{a} and {b} swapped",
-                    f"the call received {a} where {b} belong and the other way round; pass them in the order "
-                    f"the function declares (q, k, v)")
+            return _words(N_("{a} and {b} swapped"),
+                          N_("the call received {a} where {b} belong and the other way round; pass them in the order "
+                             "the function declares (q, k, v)"), a=a, b=b)
     role = wrong[0]
     (got_proj, got_input), (want_proj, want_input) = found[role], expected[role]
     if got_proj == want_proj:
         # every role that read the same wrong input, named together ("keys and values from x")
         roles = [r for r in wrong if found[r][0] == expected[r][0] and (found[r][1], expected[r][1]) == (got_input, want_input)]
         who = " and ".join(roles)
-        return (f"{who} from {got_input}, not from the {want_input}" if want_input == "context"
-                else f"{who} from the {got_input}, not from {want_input}",
-                f"the {who} were computed from {got_input}; they must come from {want_input}: in cross-attention "
-                f"the queries come from x and the keys and values from the context")
-    return (f"{role} made with {got_proj}, not {want_proj}",
-            f"the {role} were {got_proj}({got_input}) instead of {want_proj}({want_input}): each of Q, K and V has its "
-            f"own projection, so {want_proj} is never used and the {role} are a copy of another role's")
+        explanation = N_("the {who} were computed from {got}; they must come from {want}: in cross-attention the "
+                         "queries come from x and the keys and values from the context")
+        if want_input == "context":
+            return _words(N_("{who} from {got}, not from the {want}"), explanation, who=who, got=got_input,
+                          want=want_input)
+        return _words(N_("{who} from the {got}, not from {want}"), explanation, who=who, got=got_input, want=want_input)
+    return _words(N_("{role} made with {got_proj}, not {want_proj}"),
+                  N_("the {role} were {got_proj}({got_input}) instead of {want_proj}({want_input}): each of Q, K and V "
+                     "has its own projection, so {want_proj} is never used and the {role} are a copy of another "
+                     "role's"), role=role, got_proj=got_proj, got_input=got_input, want_proj=want_proj,
+                  want_input=want_input)

@@ -22,6 +22,8 @@ from fractions import Fraction
 
 import torch
 
+from .failures import _
+
 __all__ = ["count_diagnosis", "diagnose"]
 
 _MIN_ENTRIES = 4  # below this, too many transformations coincide to name one
@@ -53,10 +55,13 @@ def diagnose(actual: torch.Tensor, expected: torch.Tensor, *, rtol: float = 1e-4
     if not bool(torch.isfinite(ad).all()) and bool(torch.isfinite(ed).all()):
         return _diagnose_nonfinite(ad)
     if a.dtype != e.dtype and (close(ad, ed) or _rounded(a, e, ad, ed, rtol, atol)):
-        coarse = "" if close(ad, ed) else f" (to the precision of {_coarser(a.dtype, e.dtype)})"
-        return (f"the values are right{coarse} but the dtype is {a.dtype}, not {e.dtype}: look for a constant or a "
-                f"tensor created without dtype= (torch.tensor of Python floats is float32, numpy gives float64), or a "
-                f".to() left out.")
+        if close(ad, ed):
+            return _("the values are right but the dtype is {got}, not {want}: look for a constant or a tensor created "
+                     "without dtype= (torch.tensor of Python floats is float32, numpy gives float64), or a .to() left "
+                     "out.").format(got=a.dtype, want=e.dtype)
+        return _("the values are right (to the precision of {coarser}) but the dtype is {got}, not {want}: look for a "
+                 "constant or a tensor created without dtype= (torch.tensor of Python floats is float32, numpy gives "
+                 "float64), or a .to() left out.").format(coarser=_coarser(a.dtype, e.dtype), got=a.dtype, want=e.dtype)
     if _is_degenerate(ed):
         return None
     for test in (lambda: _transposed(ad, ed, close), lambda: _permuted(ad, ed, close), lambda: _scaled(ad, ed, close),
@@ -76,22 +81,23 @@ def _diagnose_shape(ad: torch.Tensor, ed: torch.Tensor, close, masks: bool = Fal
         for perm in itertools.permutations(range(ed.ndim)):
             if perm != tuple(range(ed.ndim)) and tuple(want[p] for p in perm) == got and close(ad, ed.permute(perm)):
                 moved = [i for i, p in enumerate(perm) if p != i]
-                return (f"your output holds the expected values with its axes in another order (shape {got}, expected "
-                        f"{want}; axes {', '.join(map(str, moved))} are out of place): look for a transpose or permute "
-                        f"that is missing or in the wrong place, or a view/reshape where the axes had to be moved.")
+                return _("your output holds the expected values with its axes in another order (shape {got}, expected "
+                         "{want}; axes {axes} are out of place): look for a transpose or permute that is missing or in "
+                         "the wrong place, or a view/reshape where the axes had to be moved.").format(
+                    got=got, want=want, axes=", ".join(map(str, moved)))
         if close(ad.reshape(want), ed):
             if [d for d in got if d != 1] == [d for d in want if d != 1]:
-                return (f"your values are right but the shape is {got} instead of {want}: {_unit_axes(got, want)} "
-                        f"(keepdim=True, unsqueeze or squeeze?).")
-            return (f"your output has the expected values in the expected order but shape {got} instead of {want}: a "
-                    f"view or reshape to the wrong shape.")
+                return _("your values are right but the shape is {got} instead of {want}: {axes} (keepdim=True, "
+                         "unsqueeze or squeeze?).").format(got=got, want=want, axes=_unit_axes(got, want))
+            return _("your output has the expected values in the expected order but shape {got} instead of {want}: a "
+                     "view or reshape to the wrong shape.").format(got=got, want=want)
     try:
         common = torch.broadcast_shapes(ad.shape, ed.shape)
     except RuntimeError:
         common = None
     broadcast = common is not None and close(ad.expand(common), ed.expand(common))
-    message = (f"your values are right once broadcast, but the shape is {got} instead of {want}: a dimension of size 1 "
-               f"is missing or extra (keepdim=True, unsqueeze or squeeze?).")
+    message = _("your values are right once broadcast, but the shape is {got} instead of {want}: a dimension of size 1 "
+                "is missing or extra (keepdim=True, unsqueeze or squeeze?).").format(got=got, want=want)
     # Where the answer has size 1 and the expected tensor is constant along that axis, "n - 1 entries missing" is also
     # true, but a missing expand (or a keepdim) is what explains it; where the answer is the longer one, its extra
     # entries are the likelier story (a first update stored twice, a start token kept).
@@ -122,12 +128,17 @@ def _unit_axes(got: tuple[int, ...], want: tuple[int, ...]) -> str:
     missing, extra = where(got, want), where(want, got)
     if len(got) < len(want) and missing:
         axes = ", ".join(map(str, missing))
-        return (f"the axis of size 1 at position{'s' if len(missing) > 1 else ''} {axes} of the expected shape is "
-                f"missing (an axis the result must keep, e.g. for heads or queries to broadcast over)")
+        if len(missing) > 1:
+            return _("the axis of size 1 at positions {axes} of the expected shape is missing (an axis the result must "
+                     "keep, e.g. for heads or queries to broadcast over)").format(axes=axes)
+        return _("the axis of size 1 at position {axes} of the expected shape is missing (an axis the result must "
+                 "keep, e.g. for heads or queries to broadcast over)").format(axes=axes)
     if len(got) > len(want) and extra:
         axes = ", ".join(map(str, extra))
-        return f"your output has an extra axis of size 1 at position{'s' if len(extra) > 1 else ''} {axes}"
-    return "a dimension of size 1 is missing or extra"
+        if len(extra) > 1:
+            return _("your output has an extra axis of size 1 at positions {axes}").format(axes=axes)
+        return _("your output has an extra axis of size 1 at position {axes}").format(axes=axes)
+    return _("a dimension of size 1 is missing or extra")
 
 
 def _reduced_axis(ad: torch.Tensor, ed: torch.Tensor, close) -> str | None:
@@ -139,13 +150,20 @@ def _reduced_axis(ad: torch.Tensor, ed: torch.Tensor, close) -> str | None:
         n = ed.shape[axis]
         if n < 2 or tuple(ad.shape) != tuple(ed.shape[:axis] + ed.shape[axis + 1:]):
             continue
-        for how, reduced in (("summed over", ed.sum(axis)), ("averaged over", ed.mean(axis)),
-                             ("taken at the first entry of", ed.select(axis, 0)),
-                             ("taken at the last entry of", ed.select(axis, -1))):
+        for how, reduced in ((_("your output is the expected one summed over axis {axis} (size {n}), so that axis is "
+                                "missing (shape {got}, expected {want}): look for a sum, mean or index that removes an "
+                                "axis the result must keep."), ed.sum(axis)),
+                             (_("your output is the expected one averaged over axis {axis} (size {n}), so that axis is "
+                                "missing (shape {got}, expected {want}): look for a sum, mean or index that removes an "
+                                "axis the result must keep."), ed.mean(axis)),
+                             (_("your output is the expected one taken at the first entry of axis {axis} (size {n}), "
+                                "so that axis is missing (shape {got}, expected {want}): look for a sum, mean or "
+                                "index that removes an axis the result must keep."), ed.select(axis, 0)),
+                             (_("your output is the expected one taken at the last entry of axis {axis} (size {n}), so "
+                                "that axis is missing (shape {got}, expected {want}): look for a sum, mean or index "
+                                "that removes an axis the result must keep."), ed.select(axis, -1))):
             if ad.numel() >= _MIN_ENTRIES and close(ad, reduced):
-                return (f"your output is the expected one {how} axis {axis} (size {n}), so that axis is missing (shape "
-                        f"{tuple(ad.shape)}, expected {tuple(ed.shape)}): look for a sum, mean or index that removes "
-                        f"an axis the result must keep.")
+                return how.format(axis=axis, n=n, got=tuple(ad.shape), want=tuple(ed.shape))
     return None
 
 
@@ -171,11 +189,16 @@ def _pieces_added(ad: torch.Tensor, ed: torch.Tensor, close) -> str | None:
     side_by_side = ed.reshape(lead + (k, m) + tail)  # pieces [0:m], [m:2m], ...
     interleaved = ed.reshape(lead + (m, k) + tail)  # entries i*k .. i*k+k-1 belong together
     for pieces, dim in ((side_by_side, axis), (interleaved, axis + 1)):
-        for how, combined in (("added together", pieces.sum(dim)), ("averaged", pieces.mean(dim))):
+        for how, combined in ((_("your output is the expected one with the {k} pieces of size {m} along axis {axis} "
+                                 "added together (shape {got}, expected {want}): pieces combined where they should be "
+                                 "concatenated side by side (torch.cat, or a reshape that merges two axes)."),
+                               pieces.sum(dim)),
+                              (_("your output is the expected one with the {k} pieces of size {m} along axis {axis} "
+                                 "averaged (shape {got}, expected {want}): pieces combined where they should be "
+                                 "concatenated side by side (torch.cat, or a reshape that merges two axes)."),
+                               pieces.mean(dim))):
             if close(ad, combined):
-                return (f"your output is the expected one with the {k} pieces of size {m} along axis {axis} "
-                        f"{how} (shape {tuple(ad.shape)}, expected {tuple(ed.shape)}): pieces combined where they "
-                        f"should be concatenated side by side (torch.cat, or a reshape that merges two axes).")
+                return how.format(k=k, m=m, axis=axis, got=tuple(ad.shape), want=tuple(ed.shape))
     return None
 
 
@@ -190,10 +213,34 @@ def _extra_or_missing_edge(ad: torch.Tensor, ed: torch.Tensor, close) -> str | N
     k = abs(n_a - n_e)
     for end, piece in (("start", long.narrow(axis, k, short.shape[axis])), ("end", long.narrow(axis, 0, short.shape[axis]))):
         if short.numel() >= _MIN_ENTRIES and close(piece, short):
-            what = f"{k} extra entr{'y' if k == 1 else 'ies'}" if extra else f"{k} entr{'y' if k == 1 else 'ies'} missing"
-            return (f"your output is right except for {what} at the {end} of axis {axis} (shape {tuple(ad.shape)}, "
-                    f"expected {tuple(ed.shape)}): look for a start token kept, a first or last position dropped, or "
-                    f"a range that is off by one.")
+            message = {
+                (True, "start"): _("your output is right except for {k} extra entries at the start of axis {axis} "
+                                   "(shape {got}, expected {want}): look for a start token kept, a first or last "
+                                   "position dropped, or a range that is off by one."),
+                (True, "end"): _("your output is right except for {k} extra entries at the end of axis {axis} (shape "
+                                 "{got}, expected {want}): look for a start token kept, a first or last position "
+                                 "dropped, or a range that is off by one."),
+                (False, "start"): _("your output is right except for {k} entries missing at the start of axis {axis} "
+                                    "(shape {got}, expected {want}): look for a start token kept, a first or last "
+                                    "position dropped, or a range that is off by one."),
+                (False, "end"): _("your output is right except for {k} entries missing at the end of axis {axis} "
+                                  "(shape {got}, expected {want}): look for a start token kept, a first or last "
+                                  "position dropped, or a range that is off by one."),
+            }[extra, end] if k != 1 else {
+                (True, "start"): _("your output is right except for 1 extra entry at the start of axis {axis} (shape "
+                                   "{got}, expected {want}): look for a start token kept, a first or last position "
+                                   "dropped, or a range that is off by one."),
+                (True, "end"): _("your output is right except for 1 extra entry at the end of axis {axis} (shape "
+                                 "{got}, expected {want}): look for a start token kept, a first or last position "
+                                 "dropped, or a range that is off by one."),
+                (False, "start"): _("your output is right except for 1 entry missing at the start of axis {axis} "
+                                    "(shape {got}, expected {want}): look for a start token kept, a first or last "
+                                    "position dropped, or a range that is off by one."),
+                (False, "end"): _("your output is right except for 1 entry missing at the end of axis {axis} (shape "
+                                  "{got}, expected {want}): look for a start token kept, a first or last position "
+                                  "dropped, or a range that is off by one."),
+            }[extra, end]
+            return message.format(k=k, axis=axis, got=tuple(ad.shape), want=tuple(ed.shape))
     return None
 
 
@@ -203,14 +250,21 @@ def _diagnose_nonfinite(ad: torch.Tensor) -> str:
     kind = "NaN" if bool(torch.isnan(ad).any()) else "inf"
     if ad.ndim >= 2:
         rows = bad.reshape(-1, ad.shape[-1]).any(-1)
-        where = f"{int(rows.sum())} of {rows.numel()} rows ({_positions(rows)})"
         full = bool((bad.reshape(-1, ad.shape[-1]).all(-1) == rows).all())
-        extent = "whole rows" if full else "some entries of them"
-        return (f"your output has {kind} in {where}, {extent}, where every expected value is finite: look for a row "
-                f"with nothing to attend to (softmax of all -inf is 0/0), an exp that overflows, or one that underflows "
-                f"to 0 across a whole row (a max taken over more than that row?) before a division by the sum.")
-    return (f"your output has {kind} at {int(bad.sum())} of {ad.numel()} positions ({_positions(bad)}) where every "
-            f"expected value is finite: look for an exp that overflows or a division by 0.")
+        if full:
+            message = _("your output has {kind} in {n} of {rows} rows ({positions}), whole rows, where every "
+                        "expected value is finite: look for a row with nothing to attend to (softmax of all -inf is "
+                        "0/0), an exp that overflows, or one that underflows to 0 across a whole row (a max taken over "
+                        "more than that row?) before a division by the sum.")
+        else:
+            message = _("your output has {kind} in {n} of {rows} rows ({positions}), some entries of them, where every "
+                        "expected value is finite: look for a row with nothing to attend to (softmax of all -inf is "
+                        "0/0), an exp that overflows, or one that underflows to 0 across a whole row (a max taken over "
+                        "more than that row?) before a division by the sum.")
+        return message.format(kind=kind, n=int(rows.sum()), rows=rows.numel(), positions=_positions(rows))
+    return _("your output has {kind} at {n} of {total} positions ({positions}) where every expected value is finite: "
+             "look for an exp that overflows or a division by 0.").format(
+        kind=kind, n=int(bad.sum()), total=ad.numel(), positions=_positions(bad))
 
 
 # -- dtype ----------------------------------------------------------------------------------------------------------
@@ -244,8 +298,8 @@ def _is_degenerate(ed: torch.Tensor) -> bool:
 def _transposed(ad, ed, close) -> str | None:
     for i, j in itertools.combinations(range(ed.ndim), 2):
         if ed.shape[i] == ed.shape[j] > 1 and close(ad, ed.transpose(i, j)):
-            return (f"your output is the expected one with axes {i} and {j} swapped (a transpose): check which axis is "
-                    f"which — e.g. queries are rows and keys are columns of the score matrix.")
+            return _("your output is the expected one with axes {i} and {j} swapped (a transpose): check which axis is "
+                     "which — e.g. queries are rows and keys are columns of the score matrix.").format(i=i, j=j)
     return None
 
 
@@ -259,11 +313,18 @@ def _permuted(ad, ed, close) -> str | None:
             continue
         if len(set(order)) != n:  # several slices equal: the order is ambiguous
             continue
-        axis = "rows" if dim == ed.ndim - 2 else "columns" if dim == ed.ndim - 1 else f"entries along axis {dim}"
         shown = ", ".join(map(str, order[:8])) + (", ..." if n > 8 else "")
         hint = _interleave_hint(order)
-        return (f"your output has the right {axis}, in a different order: position i holds what belongs at "
-                f"[{shown}]{hint}. Look at how that axis is split, merged or indexed.")
+        if dim == ed.ndim - 2:
+            message = _("your output has the right rows, in a different order: position i holds what belongs at "
+                        "[{order}]{hint}. Look at how that axis is split, merged or indexed.")
+        elif dim == ed.ndim - 1:
+            message = _("your output has the right columns, in a different order: position i holds what belongs at "
+                        "[{order}]{hint}. Look at how that axis is split, merged or indexed.")
+        else:
+            message = _("your output has the right entries along axis {dim}, in a different order: position i holds "
+                        "what belongs at [{order}]{hint}. Look at how that axis is split, merged or indexed.")
+        return message.format(dim=dim, order=shown, hint=hint)
     return None
 
 
@@ -290,15 +351,15 @@ def _interleave_hint(order: list[int]) -> str:
             groups, size = k, n // k
             # actual[i] = expected[(i % groups) * size + i // groups]: two axes merged in the opposite order
             if order == [(i % groups) * size + i // groups for i in range(n)]:
-                return (f" — two axes of sizes {size} and {groups} merged in the opposite order (e.g. heads and "
-                        f"features interleaved instead of side by side)")
+                return _(" — two axes of sizes {size} and {groups} merged in the opposite order (e.g. heads and "
+                         "features interleaved instead of side by side)").format(size=size, groups=groups)
     if order == list(reversed(range(n))):
-        return " — the whole axis reversed"
+        return _(" — the whole axis reversed")
     if n % 2 == 0 and order == [i ^ 1 for i in range(n)]:
-        return " — the two entries of every neighbouring pair exchanged (e.g. sin and cos, or x and y, swapped)"
+        return _(" — the two entries of every neighbouring pair exchanged (e.g. sin and cos, or x and y, swapped)")
     shift = (order[0]) % n
     if all(order[i] == (i + shift) % n for i in range(n)):
-        return f" — shifted by {shift} positions (a roll)"
+        return _(" — shifted by {shift} positions (a roll)").format(shift=shift)
     return ""
 
 
@@ -310,15 +371,16 @@ def _scaled(ad, ed, close) -> str | None:
     if not math.isfinite(c) or abs(c - 1.0) < 1e-3 or abs(c) < 1e-12 or not close(ad, c * ed):
         return None
     name = _factor_name(c)
-    if name.startswith("about"):  # no constant a learner writes: more likely a sum that divides everything
-        return (f"your output is the expected one multiplied by {name} everywhere: look for a normalising sum that "
-                f"misses or double-counts some terms, or a scale factor applied in the wrong place.")
-    return (f"your output is the expected one multiplied by {name} everywhere: look for a scale factor "
-            f"that is missing, applied twice or inverted (√d_k? a sign?).")
+    if name is None:  # no constant a learner writes: more likely a sum that divides everything
+        return _("your output is the expected one multiplied by about {factor} everywhere: look for a normalising sum "
+                 "that misses or double-counts some terms, or a scale factor applied in the wrong place.").format(
+            factor=f"{c:.4g}")
+    return _("your output is the expected one multiplied by {factor} everywhere: look for a scale factor that is "
+             "missing, applied twice or inverted (√d_k? a sign?).").format(factor=name)
 
 
-def _factor_name(c: float) -> str:
-    """The factor as a learner would write it: 2, −1, 8 = √64, 1/√10, or 'about 3.7'."""
+def _factor_name(c: float) -> str | None:
+    """The factor as a learner would write it: 2, −1, 8 = √64, 1/√10, or None (no such constant: 'about 3.7')."""
     sign = "−" if c < 0 else ""
     m = abs(c)
     candidates = []  # (value, name, whether the name is a whole number or its inverse)
@@ -330,26 +392,26 @@ def _factor_name(c: float) -> str:
     for value, name, whole in candidates:
         if abs(m - value) <= 1e-4 * value:
             return f"{sign}{name}" + ("" if whole else f" (≈ {c:.4g})")
-    return f"about {c:.4g}"
+    return None
 
 
 def _shifted(ad, ed, close, atol) -> str | None:
     c = float((ad - ed).mean())
     if not math.isfinite(c) or abs(c) <= 10 * atol or not close(ad, ed + c):
         return None
-    return (f"your output is the expected one plus a constant {c:.4g} everywhere: look for a term added once too "
-            f"often or left out.")
+    return _("your output is the expected one plus a constant {c} everywhere: look for a term added once too often or "
+             "left out.").format(c=f"{c:.4g}")
 
 
 def _log_or_exp(ad, ed, close) -> str | None:
     """The answer is log(expected) (log-probabilities where probabilities were asked for) or exp(expected)."""
     if bool((ed > 0).all()) and close(ad, ed.log()):
-        return ("your output is the logarithm of the expected one: log-probabilities (a log-softmax, or the log of a "
-                "sum subtracted) where the probabilities themselves were asked for — divide by the sum instead, or "
-                "exponentiate.")
+        return _("your output is the logarithm of the expected one: log-probabilities (a log-softmax, or the log of a "
+                 "sum subtracted) where the probabilities themselves were asked for — divide by the sum instead, or "
+                 "exponentiate.")
     if bool((ed.abs() < 80).all()) and close(ad, ed.exp()):
-        return ("your output is the exponential of the expected one: an exp (or a softmax's numerator) applied to "
-                "values that should be returned as they are, or a log left out.")
+        return _("your output is the exponential of the expected one: an exp (or a softmax's numerator) applied to "
+                 "values that should be returned as they are, or a log left out.")
     return None
 
 
@@ -360,13 +422,14 @@ def _softmax_related(ad, ed, close) -> str | None:
     for dim in reversed(range(ed.ndim)):
         if ed.shape[dim] < 2:
             continue
-        axis = "the last axis" if dim == ed.ndim - 1 else f"axis {dim}"
+        axis = _("the last axis") if dim == ed.ndim - 1 else _("axis {dim}").format(dim=dim)
         if close(ad, torch.softmax(ed, dim)):
-            return (f"your output is the softmax (along {axis}) of the expected one: a softmax is applied where raw "
-                    f"scores (or an already normalised result) should be returned.")
+            return _("your output is the softmax (along {axis}) of the expected one: a softmax is applied where raw "
+                     "scores (or an already normalised result) should be returned.").format(axis=axis)
         if bool(torch.isfinite(ad).all()) and _sums_to_one(ed, dim) and close(torch.softmax(ad, dim), ed):
-            return (f"your output gives the expected one after a softmax along {axis}: it is the scores before the "
-                    f"softmax. The normalisation into weights that sum to 1 (the softmax) is missing.")
+            return _("your output gives the expected one after a softmax along {axis}: it is the scores before the "
+                     "softmax. The normalisation into weights that sum to 1 (the softmax) is missing.").format(
+                axis=axis)
     return None
 
 
@@ -386,10 +449,11 @@ def _normalised_elsewhere(ad, ed) -> str | None:
     other = [d for d in range(ad.ndim) if d != want and ad.shape[d] > 1 and _sums_to_one(ad, d)]
     if not other:
         return None
-    name = {ed.ndim - 1: "the last axis", ed.ndim - 2: "the second-to-last axis"}
-    return (f"your output sums to 1 along {name.get(other[0], f'axis {other[0]}')} (axis {other[0]}) instead of "
-            f"{name.get(want, f'axis {want}')} (axis {want}): the softmax or normalisation runs over the wrong axis "
-            f"(dim=...). Each query's weights over the keys should sum to 1.")
+    name = {ed.ndim - 1: _("the last axis"), ed.ndim - 2: _("the second-to-last axis")}
+    return _("your output sums to 1 along {got} (axis {got_dim}) instead of {want} (axis {want_dim}): the softmax or "
+             "normalisation runs over the wrong axis (dim=...). Each query's weights over the keys should sum to "
+             "1.").format(got=name.get(other[0], _("axis {dim}").format(dim=other[0])), got_dim=other[0],
+                          want=name.get(want, _("axis {dim}").format(dim=want)), want_dim=want)
 
 
 def _rows_scaled(ad, ed, close) -> str | None:
@@ -410,9 +474,9 @@ def _rows_scaled(ad, ed, close) -> str | None:
         return None
     if float(factors.max() - factors.min()) <= 1e-3 * float(factors.abs().max()):
         return None  # one factor for every row: _scaled's case
-    return (f"each row of your output is the expected row times a factor of its own (from {float(factors.min()):.3g} "
-            f"to {float(factors.max()):.3g}): a per-row normalisation — a division by the row's sum, as a softmax "
-            f"does — is missing, done twice, or taken over the wrong terms.")
+    return _("each row of your output is the expected row times a factor of its own (from {low} to {high}): a per-row "
+             "normalisation — a division by the row's sum, as a softmax does — is missing, done twice, or taken over "
+             "the wrong terms.").format(low=f"{float(factors.min()):.3g}", high=f"{float(factors.max()):.3g}")
 
 
 def _some_rows(ad, ed, rtol, atol) -> str | None:
@@ -425,15 +489,17 @@ def _some_rows(ad, ed, rtol, atol) -> str | None:
     if n_ok == 0 or n_ok == ok.numel() or ok.numel() < 3:
         return None
     wrong = ~ok
-    return (f"{n_ok} of {ok.numel()} rows of your output are right and {int(wrong.sum())} wrong ({_positions(wrong)}"
-            f"): look at what is special about those rows — masked or padded positions, the first or the last one.")
+    return _("{n_ok} of {rows} rows of your output are right and {n_wrong} wrong ({positions}): look at what is "
+             "special about those rows — masked or padded positions, the first or the last one.").format(
+        n_ok=n_ok, rows=ok.numel(), n_wrong=int(wrong.sum()), positions=_positions(wrong))
 
 
 # -- booleans -------------------------------------------------------------------------------------------------------
 def _diagnose_bool(a: torch.Tensor, e: torch.Tensor) -> str | None:
     if a.dtype != torch.bool:
         if a.shape == e.shape and bool((a.double() == e.double()).all()):
-            return f"the entries are right but the dtype is {a.dtype}, not torch.bool: return a boolean mask."
+            return _("the entries are right but the dtype is {dtype}, not torch.bool: return a boolean mask.").format(
+                dtype=a.dtype)
         return None
     if e.dtype != torch.bool:
         return None
@@ -441,28 +507,36 @@ def _diagnose_bool(a: torch.Tensor, e: torch.Tensor) -> str | None:
         return _diagnose_shape(a.double(), e.double(), lambda x, y: x.shape == y.shape and bool((x == y).all()),
                                masks=True)
     if bool((a == ~e).all()):
-        return ("every entry of your mask is the opposite of the expected one: in this course True means "
-                "'may attend'; flip the mask (~mask) or the comparison.")
+        return _("every entry of your mask is the opposite of the expected one: in this course True means "
+                 "'may attend'; flip the mask (~mask) or the comparison.")
     if e.ndim >= 2:
         for i, j in itertools.combinations(range(e.ndim), 2):
             if e.shape[i] == e.shape[j] > 1 and bool((a == e.transpose(i, j)).all()):
-                return (f"your mask is the expected one transposed (axes {i} and {j} swapped): rows are queries, "
-                        f"columns are keys.")
+                return _("your mask is the expected one transposed (axes {i} and {j} swapped): rows are queries, "
+                         "columns are keys.").format(i=i, j=j)
         diff = a != e
         if e.shape[-1] == e.shape[-2]:
             n = e.shape[-1]
             eye = torch.eye(n, dtype=torch.bool).expand_as(e)
             if bool((diff == eye).all()):
-                return ("your mask differs from the expected one exactly on the diagonal: may a position attend to "
-                        "itself?")
+                return _("your mask differs from the expected one exactly on the diagonal: may a position attend to "
+                         "itself?")
             for k in range(-(n - 1), n):
                 if k == 0:
                     continue
                 off = torch.diag(torch.ones(n - abs(k), dtype=torch.bool), k).expand_as(e)
                 if bool((diff == off).all()):
-                    return (f"your mask differs from the expected one on exactly one diagonal (keys {abs(k)} "
-                            f"position{'s' if abs(k) > 1 else ''} {'after' if k > 0 else 'before'} the query): an "
-                            f"off-by-one in a window or causal boundary.")
+                    message = {
+                        (False, True): _("your mask differs from the expected one on exactly one diagonal (keys {n} "
+                                         "position after the query): an off-by-one in a window or causal boundary."),
+                        (False, False): _("your mask differs from the expected one on exactly one diagonal (keys {n} "
+                                          "position before the query): an off-by-one in a window or causal boundary."),
+                        (True, True): _("your mask differs from the expected one on exactly one diagonal (keys {n} "
+                                        "positions after the query): an off-by-one in a window or causal boundary."),
+                        (True, False): _("your mask differs from the expected one on exactly one diagonal (keys {n} "
+                                         "positions before the query): an off-by-one in a window or causal boundary."),
+                    }[abs(k) > 1, k > 0]
+                    return message.format(n=abs(k))
     return None
 
 
@@ -476,13 +550,13 @@ def _positions(flags: torch.Tensor) -> str:
     idx = flat.nonzero().flatten().tolist()
     n = flat.numel()
     if idx == [0]:
-        return "the first"
+        return _("the first")
     if idx == [n - 1]:
-        return "the last"
+        return _("the last")
     if flags.ndim > 1:
         coords = [tuple(int(v) for v in torch.unravel_index(torch.tensor(i), flags.shape)) for i in idx[:6]]
-        return "at " + ", ".join(map(str, coords)) + (", ..." if len(idx) > 6 else "")
-    return "indices " + ", ".join(map(str, idx[:8])) + (", ..." if len(idx) > 8 else "")
+        return _("at {positions}").format(positions=", ".join(map(str, coords)) + (", ..." if len(idx) > 6 else ""))
+    return _("indices {indices}").format(indices=", ".join(map(str, idx[:8])) + (", ..." if len(idx) > 8 else ""))
 
 
 # -- counts ---------------------------------------------------------------------------------------------------------
@@ -499,12 +573,13 @@ def count_diagnosis(got: object, expected: int, terms: Mapping[str, int]) -> str
         names = [name for name, value in terms.items() if value and abs(diff) == c * value]
         if names:
             times = "" if c == 1 else f"{c} × "
-            which = " or ".join(f"{times}{name} (= {terms[name]})" for name in names)
+            which = _(" or ").join(f"{times}{name} (= {terms[name]})" for name in names)
             if diff < 0:
-                return f"your count is short by exactly {which}: a term of that size is missing."
-            return f"your count is over by exactly {which}: a term of that size is counted too often or is extra."
+                return _("your count is short by exactly {which}: a term of that size is missing.").format(which=which)
+            return _("your count is over by exactly {which}: a term of that size is counted too often or is "
+                     "extra.").format(which=which)
     ratio = Fraction(got, expected)
     if ratio > 0 and ratio.numerator <= 16 and ratio.denominator <= 16:
-        return (f"your count is exactly {ratio} times the expected one: a factor of {ratio} (or of {1 / ratio}) is "
-                f"missing or extra — which quantity has that size here?")
+        return _("your count is exactly {ratio} times the expected one: a factor of {ratio} (or of {inverse}) is "
+                 "missing or extra — which quantity has that size here?").format(ratio=ratio, inverse=1 / ratio)
     return None

@@ -45,8 +45,10 @@ import torch
 
 from . import course
 from .diagnose import diagnose
-from .failures import CheckFailure, CheckTimeout, Mistake, explained
-from .i18n import set_language  # noqa: F401 - the notebooks' setup cells import it from here
+from .failures import CheckFailure, CheckTimeout, Mistake, diagnosed, explained, translate_with
+from .i18n import N_, _, set_language  # noqa: F401 - set_language: the notebooks' setup cells import it from here
+
+translate_with(_)  # the mistakes' and diagnoses' words, in the language the learner reads
 
 #: Default tolerance for comparing float32 tensors, stated once for the whole course.
 TOLERANCE: dict[str, float] = {"rtol": 1e-4, "atol": 1e-5}
@@ -56,10 +58,17 @@ CHECK_TIME_LIMIT_S = float(os.environ.get("ATTN_CHECK_TIME_LIMIT", "20"))
 AFTER_TIMEOUT_S = 1.0
 #: How the diagnosis of an answer that changes between identical calls begins (`utils.engine.checking` writes it).
 VARIES = "your output changes from one call to the next with the same inputs"
+#: That diagnosis in full, as the engine writes it in English (read back to be shown in the learner's language).
+_VARIED = re.compile(re.escape(VARIES) + r" \((?P<changed>\d+) of (?P<total>\d+) entries differed when the same call "
+                     r"was made again\): something random runs where the result must be deterministic — dropout where "
+                     r"none belongs or in eval mode \(an nn\.Dropout module follows \.eval\(\); F\.dropout needs "
+                     r"training=self\.training\), or torch\.rand/randn in the computation\.")
 #: MIME type of the machine-readable result that ``attn check`` reads from a test cell.
 RESULT_MIME = "application/vnd.attn.check+json"
 #: Environment variable that points at the grader folder when it is not beside ``utils``.
 GRADER_ENV = "ATTN_GRADER_DIR"
+#: What a comparison calls the tensor it compares when the test cell does not say (translated where it is shown).
+OUTPUT = N_("output")
 
 
 
@@ -136,25 +145,52 @@ def _undefined_because(name: str | None) -> str | None:
             try:
                 compile(source, "<cell>", "exec")
             except SyntaxError as exc:  # IndentationError and TabError too
-                text = f": `{exc.text.strip()}`" if exc.text and exc.text.strip() else ""
-                return (f"`{name}` is not defined because its cell has a {type(exc).__name__} on line {exc.lineno}"
-                        f"{text} ({exc.msg}) — fix it and run that cell again, then this one.")
+                if exc.text and exc.text.strip():
+                    return _("`{name}` is not defined because its cell has a {error} on line {line}: `{code}` ({why}) "
+                             "— fix it and run that cell again, then this one.").format(
+                        name=name, error=type(exc).__name__, line=exc.lineno, code=exc.text.strip(), why=exc.msg)
+                return _("`{name}` is not defined because its cell has a {error} on line {line} ({why}) — fix it and "
+                         "run that cell again, then this one.").format(
+                    name=name, error=type(exc).__name__, line=exc.lineno, why=exc.msg)
             return None  # the latest cell that defines it compiles: some other reason
     return None
 
 
+#: How the learner's worker locates an exception (`utils.engine.worker.describe`), read back to be translated.
+_REPORTED_WHERE = re.compile(r" \(in (?P<function>.*?), line (?P<line>\d+)(?:: `(?P<code>.*)`)?\)", re.DOTALL)
+
+
+def _located(function: str, line: Any, code: str | None) -> str:
+    if code is None:
+        return _(" (in {function}, line {line})").format(function=function, line=line)
+    return _(" (in {function}, line {line}: `{code}`)").format(function=function, line=line, code=code)
+
+
+def _varied(diagnosis: str) -> str:
+    """The engine's diagnosis of an answer that changes between identical calls, in the learner's language."""
+    found = _VARIED.fullmatch(diagnosis)
+    if found is None:
+        return diagnosis
+    return _("your output changes from one call to the next with the same inputs ({changed} of {total} entries "
+             "differed when the same call was made again): something random runs where the result must be "
+             "deterministic — dropout where none belongs or in eval mode (an nn.Dropout module follows .eval(); "
+             "F.dropout needs training=self.training), or torch.rand/randn in the computation.").format(
+        changed=found["changed"], total=found["total"])
+
+
 def _where(exc: BaseException) -> str:
-    """The learner's line that raised `exc`, as ' (line N: `code`)', or '' when it is not theirs."""
+    """The learner's line that raised `exc`, as ' (in f, line N: `code`)', or '' when it is not theirs."""
     reported = getattr(exc, "learner_where", None)  # raised in the learner's process, located there
     if reported is not None:
-        return reported
+        found = _REPORTED_WHERE.fullmatch(reported)
+        return _located(found["function"], found["line"], found["code"]) if found else reported
     ours = (str(Path(__file__).resolve().parent), os.sep + "torch" + os.sep, "grader")
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if not any(s in f.filename for s in ours)]
     if not frames:
         return ""
     frame = frames[-1]
     code = (frame.line or "").strip()
-    return f" (in {frame.name}, line {frame.lineno}: `{code}`)" if code else ""
+    return _located(frame.name, frame.lineno, code) if code else ""
 
 
 class CheckContext:
@@ -199,8 +235,7 @@ class CheckContext:
     def announce(self, checker: Checker, report: dict[str, Any]) -> None:
         """Under nbgrader's Validate button, say what failed on stderr: the dialog shows stderr, not tables."""
         if os.environ.get("NBGRADER_VALIDATING") and not report["passed"]:
-            print(f"{report['id']}: {report['score']:g} / {report['max_score']:g} points\n{report['feedback']}",
-                  file=sys.stderr)
+            print(f"{_points(report)}\n{report['feedback']}", file=sys.stderr)
 
 
 LIVE = CheckContext()
@@ -237,8 +272,9 @@ class Checker:
     # -- running checks -------------------------------------------------------------------
     @contextlib.contextmanager
     def __call__(self, name: str, weight: float = 1.0) -> Iterator[None]:
-        """Run the body as one check named `name`; any exception fails this check only."""
-        result = CheckResult(name=name, weight=weight, hidden=self._hidden)
+        """Run the body as one check named `name`; any exception fails this check only. The name is shown in the
+        learner's language (a grader's label is in the catalogue)."""
+        result = CheckResult(name=_(name), weight=weight, hidden=self._hidden)
         self._pending = None
         try:
             limit = AFTER_TIMEOUT_S if self._timed_out else CHECK_TIME_LIMIT_S
@@ -253,32 +289,36 @@ class Checker:
                         raise self._pending
             result.passed = True
             if caught:
-                result.message = f"passed, with a warning worth reading: {caught[0].message}"
+                result.message = _("passed, with a warning worth reading: {warning}").format(warning=caught[0].message)
         except NotImplementedError as exc:
             self.not_implemented = True
-            detail = f": {exc}" if str(exc) else ""
-            result.message = f"not implemented yet{detail} — replace `raise NotImplementedError()` with your code."
+            result.message = (_("not implemented yet: {detail} — replace `raise NotImplementedError()` with your "
+                                "code.").format(detail=exc) if str(exc) else
+                              _("not implemented yet — replace `raise NotImplementedError()` with your code."))
         except CheckFailure as exc:
             result.failure = exc
             result.mistake = exc.mistake
             result.message = str(exc)  # provisional: `settle` words it once the whole exercise has run
         except CheckTimeout:
             self._timed_out = True
-            result.message = (
-                f"stopped after {limit:g} s — is there a loop that never ends, "
-                "or a Python loop over every element where a tensor operation would do?"
-            )
+            result.message = _("stopped after {seconds} s — is there a loop that never ends, or a Python loop over "
+                               "every element where a tensor operation would do?").format(seconds=f"{limit:g}")
         except AssertionError as exc:
-            result.message = f"assertion failed: {exc}{_where(exc)}" if str(exc) else f"assertion failed{_where(exc)}"
+            result.message = (_("assertion failed: {message}{where}").format(message=exc, where=_where(exc)) if str(exc)
+                              else _("assertion failed{where}").format(where=_where(exc)))
         except MemoryError as exc:
-            result.message = f"ran out of memory{_where(exc)} — is something of size L×L×L being built?"
+            result.message = _("ran out of memory{where} — is something of size L×L×L being built?").format(
+                where=_where(exc))
         except NameError as exc:
             result.message = str(exc) if "`" in str(exc) else (
-                _undefined_because(getattr(exc, "name", None)) or f"your code raised NameError: {exc}{_where(exc)}")
+                _undefined_because(getattr(exc, "name", None))
+                or _("your code raised {error}: {message}{where}").format(error="NameError", message=exc,
+                                                                         where=_where(exc)))
         except Exception as exc:  # noqa: BLE001 - a learner's exception costs this check only
             kind = getattr(exc, "learner_type", type(exc).__name__)
             text = str(exc).removeprefix(f"{kind}: ")
-            result.message = f"your code raised {kind}: {text}{_where(exc)}"
+            result.message = _("your code raised {error}: {message}{where}").format(error=kind, message=text,
+                                                                                   where=_where(exc))
         finally:
             self._pending = None
         self.results.append(result)
@@ -329,7 +369,7 @@ class Checker:
         self,
         actual: Any,
         expected: torch.Tensor,
-        what: str = "output",
+        what: str = OUTPUT,
         mistakes: Mapping[Mistake, torch.Tensor] | Callable[[], Mapping[Mistake, torch.Tensor]] | None = None,
         **tolerance: float,
     ) -> None:
@@ -337,13 +377,16 @@ class Checker:
 
         `mistakes` maps catalogued mistakes to the output each would give here; a wrong answer that reproduces one
         is named. Pass a function that returns the mapping when computing it is slow: it is called only for a
-        wrong answer.
+        wrong answer. `what` is shown in the learner's language (a grader's is in the catalogue).
         """
         tol = {**TOLERANCE, **tolerance}
+        what = _(what)
         if isinstance(actual, tuple) and len(actual) == 2 and isinstance(actual[0], torch.Tensor):
-            raise CheckFailure(f"{what} should be a single tensor, got a tuple of two — return only the {what}.")
+            raise CheckFailure(_("{what} should be a single tensor, got a tuple of two — return only the "
+                                 "{what}.").format(what=what))
         if not isinstance(actual, torch.Tensor):
-            raise CheckFailure(f"{what} should be a torch.Tensor, got {type_name(actual)}.")
+            raise CheckFailure(_("{what} should be a torch.Tensor, got {type}.").format(what=what,
+                                                                                         type=type_name(actual)))
         returned, actual = actual, actual.detach()
         if callable(mistakes):
             right = (actual.shape == expected.shape and actual.dtype == expected.dtype
@@ -354,40 +397,46 @@ class Checker:
         if offered:
             self._evidence.append((frozenset(offered), frozenset(matched)))
 
-        def fail(message: str) -> None:
+        def fail(message: str, wrong_values: bool = False) -> None:
             # The generic diagnosis (utils.diagnose never quotes an expected value) is what the learner reads when
             # no catalogued mistake survives: none matched here, or another comparison ruled out those that did.
             # Randomness first: a random answer can look like a simple transformation on a small input by chance.
-            found = self.context.varies(self, returned) or diagnose(actual, expected, rtol=tol["rtol"], atol=tol["atol"])
-            raise CheckFailure(message, candidates=matched, diagnosis=found)
+            varied = self.context.varies(self, returned)
+            found = _varied(varied) if varied else diagnose(actual, expected, rtol=tol["rtol"], atol=tol["atol"])
+            raise CheckFailure(message, candidates=matched, diagnosis=found, wrong_values=wrong_values,
+                               varies=bool(varied))
 
         if actual.shape != expected.shape:
-            fail(f"{what} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}.")
+            fail(_("{what} has shape {got}, expected {want}.").format(what=what, got=tuple(actual.shape),
+                                                                      want=tuple(expected.shape)))
         if actual.dtype != expected.dtype:
-            fail(f"{what} has dtype {actual.dtype}, expected {expected.dtype}.")
+            fail(_("{what} has dtype {got}, expected {want}.").format(what=what, got=actual.dtype, want=expected.dtype))
         bad_nan = torch.isnan(actual) & ~torch.isnan(expected)
         if bad_nan.any():
-            fail(
-                f"{what} contains NaN in {int(bad_nan.sum())} of {actual.numel()} entries "
-                "(inf − inf or 0/0 somewhere: an overflow, or a row with nothing to attend to?)."
-            )
+            fail(_("{what} contains NaN in {n} of {total} entries (inf − inf or 0/0 somewhere: an overflow, or a row "
+                   "with nothing to attend to?).").format(what=what, n=int(bad_nan.sum()), total=actual.numel()))
         ok = torch.isclose(actual, expected, rtol=tol["rtol"], atol=tol["atol"], equal_nan=True)
         if not bool(ok.all()):
             diff = (actual.double() - expected.double()).abs().nan_to_num(nan=math.inf)  # .double(): bool masks too
-            message = (
-                f"{what} differs from the expected values in {int((~ok).sum())} of {ok.numel()} entries "
-                f"(largest difference {float(diff.max()):.3g})."
-            )
+            values = dict(what=what, n=int((~ok).sum()), total=ok.numel(), largest=f"{float(diff.max()):.3g}")
             if not self._hidden and expected.numel() <= 16:
-                message += f" Got {_fmt(actual)}, expected {_fmt(expected)}."
-            fail(message)
+                message = _("{what} differs from the expected values in {n} of {total} entries (largest difference "
+                            "{largest}). Got {got}, expected {want}.").format(**values, got=_fmt(actual),
+                                                                                want=_fmt(expected))
+            else:
+                message = _("{what} differs from the expected values in {n} of {total} entries (largest difference "
+                            "{largest}).").format(**values)
+            fail(message, wrong_values=True)
 
-    def shape(self, actual: Any, expected: tuple[int, ...], what: str = "output") -> None:
+    def shape(self, actual: Any, expected: tuple[int, ...], what: str = OUTPUT) -> None:
         """Fail unless `actual` is a tensor of shape `expected`."""
+        what = _(what)
         if not isinstance(actual, torch.Tensor):
-            raise CheckFailure(f"{what} should be a torch.Tensor, got {type_name(actual)}.")
+            raise CheckFailure(_("{what} should be a torch.Tensor, got {type}.").format(what=what,
+                                                                                         type=type_name(actual)))
         if tuple(actual.shape) != tuple(expected):
-            raise CheckFailure(f"{what} has shape {tuple(actual.shape)}, expected {tuple(expected)}.")
+            raise CheckFailure(_("{what} has shape {got}, expected {want}.").format(what=what, got=tuple(actual.shape),
+                                                                                    want=tuple(expected)))
 
     def batched(self, fn: Callable[..., Any], args: tuple[Any, ...], batched: tuple[bool, ...], lead: int,
                 expected: torch.Tensor, what: str, mistake: Mistake,
@@ -407,14 +456,14 @@ class Checker:
         except Exception as exc:  # noqa: BLE001 - asked again one example at a time below
             if _right_one_at_a_time(fn, args, batched, lead, expected, tol):
                 kind = getattr(exc, "learner_type", type(exc).__name__)
-                raise CheckFailure(f"{what} raised {kind} with {lead} leading batch dim(s), although each example "
-                                   f"alone is right.", mistake) from None
+                raise CheckFailure(_("{what} raised {error} with {lead} leading batch dim(s), although each example "
+                                     "alone is right.").format(what=_(what), error=kind, lead=lead), mistake) from None
             raise
         right = (isinstance(out, torch.Tensor) and out.shape == expected.shape and out.dtype == expected.dtype
                  and bool(torch.isclose(out.detach(), expected, rtol=tol["rtol"], atol=tol["atol"]).all()))
         if not right and _right_one_at_a_time(fn, args, batched, lead, expected, tol):
-            raise CheckFailure(f"{what} is wrong with {lead} leading batch dim(s), although each example alone is "
-                               f"right.", mistake)
+            raise CheckFailure(_("{what} is wrong with {lead} leading batch dim(s), although each example alone is "
+                                 "right.").format(what=_(what), lead=lead), mistake)
         self.close(out, expected, what, mistakes, **tolerance)
         return out
 
@@ -443,20 +492,23 @@ class Checker:
             grads = iter(torch.autograd.grad(loss, wants, allow_unused=True))
             return outs, live, [next(grads) if leaf.requires_grad else None for leaf in leaves]
 
-        ref_outs, _, ref_grads = run(reference)
+        ref_outs, _unused, ref_grads = run(reference)
         outs, live, grads = run(fn)
+        what = _(what)
         if not outs:
-            raise CheckFailure(f"{what} returned no floating-point tensor to take a gradient through.")
-        cut = ("cut off from autograd's graph: look for a .detach(), .data, a torch.no_grad() block, or a trip through "
-               "numpy, .item() or .tolist() on the way")
+            raise CheckFailure(_("{what} returned no floating-point tensor to take a gradient through.").format(
+                what=what))
         if not live:
-            raise CheckFailure(f"no gradient reaches any input of {what}: its output does not require grad, so it is "
-                               f"{cut}.")
+            raise CheckFailure(_("no gradient reaches any input of {what}: its output does not require grad, so it is "
+                                 "cut off from autograd's graph: look for a .detach(), .data, a torch.no_grad() block, "
+                                 "or a trip through numpy, .item() or .tolist() on the way.").format(what=what))
         names = list(inputs)
         for name, grad, ref in zip(names, grads, ref_grads):
             if ref is not None and bool(ref.abs().sum() > 0) and (grad is None or not bool(grad.abs().sum() > 0)):
-                raise CheckFailure(f"no gradient reaches {name} through {what}, although the output depends on it: "
-                                   f"the path from {name} is {cut}.")
+                raise CheckFailure(_("no gradient reaches {name} through {what}, although the output depends on it: "
+                                     "the path from {name} is cut off from autograd's graph: look for a .detach(), "
+                                     ".data, a torch.no_grad() block, or a trip through numpy, .item() or .tolist() on "
+                                     "the way.").format(name=name, what=what))
         same_output = len(outs) == len(ref_outs) and all(
             o.shape == r.shape and bool(torch.isclose(o.detach(), r.detach(), rtol=tol["rtol"], atol=tol["atol"],
                                                       equal_nan=True).all()) for o, r in zip(outs, ref_outs))
@@ -465,9 +517,10 @@ class Checker:
         for name, grad, ref in zip(names, grads, ref_grads):
             if ref is not None and grad is not None and not bool(
                     torch.isclose(grad, ref, rtol=tol["rtol"] * 10, atol=tol["atol"] * 10, equal_nan=True).all()):
-                raise CheckFailure(f"the gradient with respect to {name} through {what} differs from autograd's "
-                                   f"through the reference, although the output is right: a step autograd cannot "
-                                   f"follow (an in-place edit, a value detached in part, or a custom backward).")
+                raise CheckFailure(_("the gradient with respect to {name} through {what} differs from autograd's "
+                                     "through the reference, although the output is right: a step autograd cannot "
+                                     "follow (an in-place edit, a value detached in part, or a custom "
+                                     "backward).").format(name=name, what=what))
 
     def equal(self, actual: Any, expected: Any, message: str, mistakes: Mapping[Mistake, Any] | None = None,
               diagnosis: str | None = None) -> None:
@@ -475,18 +528,19 @@ class Checker:
 
         `mistakes` maps catalogued mistakes to the value each gives here. As with `close`, a mistake is named only if
         every comparison of the exercise that offered it found it: a count that equals one mistake's on a small case
-        by coincidence is not called that when another case rules it out. Else the generic `diagnosis` is shown."""
+        by coincidence is not called that when another case rules it out. Else the generic `diagnosis` is shown.
+        The message and the diagnosis are shown in the learner's language (a grader's are in the catalogue)."""
         offered = {m: v for m, v in (mistakes or {}).items() if m is not None}
         matched = tuple(m for m, v in offered.items() if _same_value(v, actual))
         if offered:
             self._evidence.append((frozenset(offered), frozenset(matched)))
         if not _same_value(actual, expected):
-            raise CheckFailure(message, candidates=matched, diagnosis=diagnosis)
+            raise CheckFailure(_(message), candidates=matched, diagnosis=_(diagnosis) if diagnosis else diagnosis)
 
     def true(self, condition: Any, message: str, mistake: Mistake | None = None, diagnosis: str | None = None) -> None:
         """Fail with `message` (naming `mistake`, if given, else the generic `diagnosis`) unless `condition` holds."""
         if not bool(condition):
-            raise CheckFailure(message, mistake, diagnosis=diagnosis)
+            raise CheckFailure(_(message), mistake, diagnosis=_(diagnosis) if diagnosis else diagnosis)
 
     # -- the result ----------------------------------------------------------------------
     def settle(self) -> None:
@@ -506,7 +560,8 @@ class Checker:
             r.mistake = next((m for m in exc.candidates if m not in refuted), None)
             if r.mistake is not None and r.mistake in named:
                 # Explained once per exercise: the feedback should read as advice, not as a wall of repeats.
-                r.message = f"{exc.detail} (the same known mistake, {r.mistake.name})"
+                r.message = _("{detail} (the same known mistake, {name})").format(detail=exc.detail,
+                                                                                  name=r.mistake.title())
             else:
                 r.message = explained(exc.detail, r.mistake, exc.diagnosis)
             if r.mistake is not None:
@@ -522,14 +577,15 @@ class Checker:
         mistake = next((r.mistake.name for r in failed if r.mistake is not None), None)
         verdict, lead = None, []
         if not self.results:
-            feedback = "no checks ran."
+            feedback = _("no checks ran.")
         elif self.not_implemented:
-            feedback = "not implemented yet — replace `raise NotImplementedError()` with your code, then rerun this cell."
+            feedback = _("not implemented yet — replace `raise NotImplementedError()` with your code, then rerun this "
+                         "cell.")
         elif failed:
             verdict, lead = _verdict(self.results)
             feedback = _verdict_first(self.results, verdict, lead)
         else:
-            feedback = f"all {len(self.results)} checks passed."
+            feedback = _("all {n} checks passed.").format(n=len(self.results))
         report = {
             "id": self.exercise,
             "score": value,
@@ -580,6 +636,32 @@ def _diagnosis_of(r: CheckResult) -> str | None:
     return None if r.passed or r.failure is None or r.mistake is not None else r.failure.diagnosis
 
 
+def _cause(results: list[CheckResult]) -> Mistake | str | None:
+    """The likely cause of an exercise's failures: the settled catalogued mistake, else the generic diagnosis that the
+    most failed checks share, else None."""
+    failed = [r for r in results if not r.passed]
+    named = next((r.mistake for r in failed if r.mistake is not None), None)
+    if named is not None:
+        return named
+    counts: dict[str, int] = {}
+    for r in failed:
+        d = _diagnosis_of(r)
+        if d:
+            counts[d] = counts.get(d, 0) + 1
+    best = max(counts, key=lambda d: counts[d]) if counts else None  # the first of equals: dicts keep order
+    # A random answer makes every other diagnosis a coincidence (dropout that happened to drop nothing looks like
+    # "multiplied by 1/(1 - p)"): where one check saw the answer change, that is the verdict.
+    return next((_diagnosis_of(r) for r in failed if _diagnosis_of(r)
+                 and (r.failure.varies or _diagnosis_of(r).startswith(VARIES))), best)
+
+
+def _said(cause: Mistake | str | None) -> str | None:
+    """The verdict as the learner reads it: the mistake described, or 'Diagnosis: ...'."""
+    if cause is None:
+        return None
+    return cause.describe() if isinstance(cause, Mistake) else diagnosed(cause)
+
+
 def _verdict(results: list[CheckResult]) -> tuple[str | None, list[int]]:
     """The likely cause of an exercise's failures, and the indices of the (at most LEAD_CHECKS) checks that show it.
 
@@ -588,58 +670,49 @@ def _verdict(results: list[CheckResult]) -> tuple[str | None, list[int]]:
     then the other failed ones, in the course's order.
     """
     failed = [i for i, r in enumerate(results) if not r.passed]
-    named = next((results[i].mistake for i in failed if results[i].mistake is not None), None)
-    if named is not None:
-        verdict: str | None = named.describe()
-        proving = [i for i in failed if results[i].mistake == named]
+    cause = _cause(results)
+    if isinstance(cause, Mistake):
+        proving = [i for i in failed if results[i].mistake == cause]
     else:
-        counts: dict[str, int] = {}
-        for i in failed:
-            d = _diagnosis_of(results[i])
-            if d:
-                counts[d] = counts.get(d, 0) + 1
-        best = max(counts, key=lambda d: counts[d]) if counts else None  # the first of equals: dicts keep order
-        # A random answer makes every other diagnosis a coincidence (dropout that happened to drop nothing looks like
-        # "multiplied by 1/(1 - p)"): where one check saw the answer change, that is the verdict.
-        best = next((d for d in counts if d.startswith(VARIES)), best)
-        verdict = f"Diagnosis: {best}" if best else None
-        proving = [i for i in failed if best is not None and _diagnosis_of(results[i]) == best]
+        proving = [i for i in failed if cause is not None and _diagnosis_of(results[i]) == cause]
     order = proving + [i for i in failed if i not in proving]
-    if named is None:
+    if not isinstance(cause, Mistake):
         # A failed property ("a key the mask forbids gets exactly zero weight") says more than a count of wrong
         # entries: without a name, one is always among the checks shown.
         props = [i for i in order if results[i].failure is not None and results[i].failure.diagnosis is None
-                 and "differs from the expected values" not in results[i].failure.detail]
+                 and not results[i].failure.wrong_values]
         if props and props[0] not in order[:LEAD_CHECKS]:
             order = order[:LEAD_CHECKS - 1] + [props[0]]
-    return verdict, order[:LEAD_CHECKS]
+    return _said(cause), order[:LEAD_CHECKS]
 
 
-def _line(r: CheckResult, verdict: str | None) -> str:
+def _line(r: CheckResult, cause: Mistake | str | None) -> str:
     """A failed check's message under the verdict: what was wrong, without repeating the verdict's explanation."""
     exc = r.failure
     if exc is None:
         return r.message
     if r.mistake is not None:
-        return exc.detail if verdict == r.mistake.describe() else explained(exc.detail, r.mistake, None)
-    if exc.diagnosis and verdict != f"Diagnosis: {exc.diagnosis}":
+        return exc.detail if r.mistake == cause else explained(exc.detail, r.mistake, None)
+    if exc.diagnosis and exc.diagnosis != cause:
         return explained(exc.detail, None, exc.diagnosis)
     return exc.detail
 
 
 def _verdict_first(results: list[CheckResult], verdict: str | None, lead: list[int]) -> str:
     """The feedback of a failed exercise: the verdict, the few checks that show it, and how many more failed."""
+    cause = _cause(results)
     shown = [results[i] for i in lead]
     failed = [r for r in results if not r.passed]
-    if len({_line(r, verdict) for r in failed}) == 1:
+    if len({_line(r, cause) for r in failed}) == 1:
         shown = failed  # one message for every failed check (a SyntaxError in its cell): one line says it all
     lines = [verdict] if verdict else []
-    body = _one_line_each(shown, [_line(r, verdict) for r in shown])
+    body = _one_line_each(shown, [_line(r, cause) for r in shown])
     lines += body.splitlines()
     more = len(failed) - len(shown)
-    if more:
-        lines.append(f"(and {more} more failed check{'s' if more > 1 else ''}: `attn check --verbose` lists every "
-                     f"check)")
+    if more == 1:
+        lines.append(_("(and 1 more failed check: `attn check --verbose` lists every check)"))
+    elif more:
+        lines.append(_("(and {n} more failed checks: `attn check --verbose` lists every check)").format(n=more))
     return "\n".join(lines)
 
 
@@ -651,7 +724,10 @@ def _one_line_each(failed: list[CheckResult], messages: list[str] | None = None)
         groups.setdefault(message, []).append(r.name)
     lines = []
     for message, names in groups.items():
-        more = f" (and {len(names) - 1} more check{'s' if len(names) > 2 else ''})" if len(names) > 1 else ""
+        if len(names) == 2:
+            more = _(" (and 1 more check)")
+        else:
+            more = _(" (and {n} more checks)").format(n=len(names) - 1) if len(names) > 1 else ""
         lines.append(f"[{names[0]}]{more} {message}")
     return "\n".join(lines)
 
@@ -666,16 +742,17 @@ def requires(*exercises: str) -> Iterator[None]:
     Run All then goes on past the demo. A later demo that uses a variable an earlier skipped demo would have
     defined is skipped the same way (a NameError after a skip), while a NameError anywhere else still shows.
     """
-    names = ", ".join(f"`{e}`" for e in exercises) or "an exercise above"
+    names = ", ".join(f"`{e}`" for e in exercises) or _("an exercise above")
+    said = _("(finish the exercise {names} above to see this cell's output, then run this cell again)")
     try:
         yield
     except NotImplementedError:
         _SKIPPED_FOR.update(exercises)
-        print(f"(finish the exercise {names} above to see this cell's output, then run this cell again)")
+        print(said.format(names=names))
     except NameError:
         if not _SKIPPED_FOR:
             raise
-        print(f"(finish the exercise {names} above to see this cell's output, then run this cell again)")
+        print(said.format(names=names))
 
 
 @dataclass(frozen=True)
@@ -753,27 +830,32 @@ def peak_memory(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any,
     return box[0], peak
 
 
-def expect_pair(result: Any, what: str = "it") -> tuple[Any, Any]:
+def expect_pair(result: Any, what: str = N_("it")) -> tuple[Any, Any]:
     """`result` as (output, weights), or a CheckFailure saying that `what` should return such a tuple."""
     if not (isinstance(result, tuple) and len(result) == 2):
-        raise CheckFailure(f"{what} should return a tuple (output, weights), got {type(result).__name__}.")
+        raise CheckFailure(_("{what} should return a tuple (output, weights), got {type}.").format(
+            what=_(what), type=type(result).__name__))
     return result
 
 
 def load_weights(module: Any, params: Mapping[str, torch.Tensor], needs: str) -> None:
     """Copy a test's weights into `module` by parameter name, so the learner's initialisation never matters.
 
-    `needs` describes the layers the exercise asks for; it goes into the message when one is missing.
+    `needs` describes the layers the exercise asks for; it goes into the message when one is missing (in the
+    learner's language: a grader marks it for the catalogue).
     """
     if not isinstance(module, torch.nn.Module):
-        raise CheckFailure(f"{type_name(module)} should be an nn.Module (subclass torch.nn.Module).")
+        raise CheckFailure(_("{type} should be an nn.Module (subclass torch.nn.Module).").format(
+            type=type_name(module)))
     own = {name: tuple(p.shape) for name, p in module.named_parameters()}
     missing = sorted(set(params) - set(own))
     if missing:
-        raise CheckFailure(f"the module has no parameter(s) {missing}: it needs {needs}.")
+        raise CheckFailure(_("the module has no parameter(s) {missing}: it needs {needs}.").format(missing=missing,
+                                                                                               needs=_(needs)))
     for name, tensor in params.items():
         if own[name] != tuple(tensor.shape):
-            raise CheckFailure(f"{name} has shape {own[name]}, expected {tuple(tensor.shape)}.")
+            raise CheckFailure(_("{what} has shape {got}, expected {want}.").format(what=name, got=own[name],
+                                                                                    want=tuple(tensor.shape)))
     # load_state_dict works the same on a module here and on one in the learner's process while grading.
     module.load_state_dict(dict(params), strict=False)
 
@@ -826,27 +908,39 @@ def _inline_code(text: str) -> str:
     return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts)) if len(parts) % 2 else html.escape(text)
 
 
+def _points(report: dict[str, Any], escape: bool = False) -> str:
+    """'softmax: 1.5 / 2 points' (escaped for HTML with `escape`)."""
+    text = _("{exercise}: {score} / {max_score} points")
+    exercise = report["id"]
+    if escape:
+        text, exercise = html.escape(text, quote=False), html.escape(exercise)
+    return text.format(exercise=exercise, score=f"{report['score']:g}", max_score=f"{report['max_score']:g}")
+
+
 def report_html(report: dict[str, Any]) -> str:
-    """The table a test cell shows: one row per check, what passed, and what to fix."""
+    """The table a test cell shows: one row per check, what passed, and what to fix (in the learner's language)."""
     cell = 'style="text-align:left; vertical-align:top; padding:2px 8px"'
     verdict = report.get("verdict")
+    hidden = f" <i>{html.escape(_('(hidden)'), quote=False)}</i>"
 
     def row(c: dict[str, Any], short: bool = False) -> str:
         mark = ('<span style="color:#1a7f37; font-weight:bold">&#10003;</span>' if c["passed"]
                 else '<span style="color:#cf222e; font-weight:bold">&#10007;</span>')
-        name = _inline_code(c["name"]) + (" <i>(hidden)</i>" if c["hidden"] else "")
+        name = _inline_code(c["name"]) + (hidden if c["hidden"] else "")
         message = c["message"].replace(verdict, "").strip() if short and verdict else c["message"]
         return f"<tr><td {cell}>{mark}</td><td {cell}>{name}</td><td {cell}>{_inline_code(message)}</td></tr>"
 
     rows = [row(c) for c in report["checks"]]
-    head = f"<tr><th {cell}></th><th {cell}>check</th><th {cell}>what to fix</th></tr>"
+    head = (f"<tr><th {cell}></th><th {cell}>{html.escape(_('check'), quote=False)}</th>"
+            f"<th {cell}>{html.escape(_('what to fix'), quote=False)}</th></tr>")
     note = (
         ""
         if report["graded"]
-        else "<p><i>These are the visible tests. <code>attn check</code> (or your instructor's "
-        "autograder) also runs hidden tests on inputs you have not seen.</i></p>"
+        else "<p><i>" + html.escape(_("These are the visible tests. {command} (or your instructor's autograder) also "
+                                      "runs hidden tests on inputs you have not seen."), quote=False).format(
+            command="<code>attn check</code>") + "</i></p>"
     )
-    title = f"<p><b>{html.escape(report['id'])}: {report['score']:g} / {report['max_score']:g} points</b></p>"
+    title = f"<p><b>{_points(report, escape=True)}</b></p>"
     lead = [i for i in report.get("lead") or [] if isinstance(i, int) and 0 <= i < len(rows)]
     if "lead" not in report or not lead:  # passed, not implemented, or stopped: every check in one table
         return f'{title}<table style="margin-left:0">{head}{"".join(rows)}</table>{note}'
@@ -854,7 +948,9 @@ def report_html(report: dict[str, Any]) -> str:
     said = f'<p style="color:#cf222e"><b>{_inline_code(verdict)}</b></p>' if verdict else ""
     failed = sum(1 for c in report["checks"] if not c["passed"])
     passed = len(rows) - failed
-    fold = (f"<details><summary>all {len(rows)} checks ({passed} passed, {failed} failed)</summary>"
+    summary = html.escape(_("all {n} checks ({passed} passed, {failed} failed)"), quote=False).format(
+        n=len(rows), passed=passed, failed=failed)
+    fold = (f"<details><summary>{summary}</summary>"
             f'<table style="margin-left:0">{head}{"".join(rows)}</table></details>')
     shown = "".join(row(report["checks"][i], short=True) for i in lead)
     return f'{title}{said}<table style="margin-left:0">{head}{shown}</table>{fold}{note}'
