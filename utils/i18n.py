@@ -535,7 +535,7 @@ def catalogue_problems(lang: str) -> list[str]:
             problems.append(f"untranslated: {msgid!r}")
         elif message.fuzzy:
             problems.append(f"fuzzy (its English changed): {msgid!r}")
-        elif sorted(re.findall(r"\{[^{}]*\}", msgid)) != sorted(re.findall(r"\{[^{}]*\}", message.string)):
+        elif set(re.findall(r"\{[^{}]*\}", msgid)) != set(re.findall(r"\{[^{}]*\}", message.string)):
             problems.append(f"placeholders differ: {msgid!r} -> {message.string!r}")
     compiled = _io.BytesIO()
     write_mo(compiled, catalog, use_fuzzy=False)
