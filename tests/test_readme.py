@@ -48,6 +48,9 @@ def bash_block_commands(text: str) -> list[str]:
 #: Commands README gives inside a sentence (not in a bash block) that a reader would type.
 INLINE = [
     ".venv/bin/attn lab --no-browser --port 8889",
+    ".venv/bin/attn lab --lang zh",
+    ".venv/bin/attn release --lang zh --solutions",
+    ".venv/bin/attn autograde 01_attention_intuition --jobs 2",
     "make release",
     "make bench",
     "ATTN_TRAIN_STEPS=20 .venv/bin/attn train",
@@ -66,6 +69,9 @@ RUN = {
     ".venv/bin/attn train --steps 6000": "trained (fixture), with ATTN_TRAIN_STEPS",
     ".venv/bin/attn train --data my_pairs.tsv": "test_train_on_your_own_pairs",
     "ATTN_TRAIN_STEPS=20 .venv/bin/attn train": "test_quick_training_as_documented",
+    ".venv/bin/python -m utils.bootstrap": "test_bootstrap_keeps_an_installed_pytorch_and_says_what_it_downloaded",
+    ".venv/bin/attn lab --lang zh": "test_attn_lab_in_chinese_serves_the_chinese_copies_with_chinese_menus",
+    ".venv/bin/attn release --lang zh --solutions": "test_release_writes_the_chinese_solutions_for_nbgrader",
 }
 
 _NBGRADER = ("writes release/, exchange/, submitted/, autograded/, feedback/ and gradebook.db into the course "
@@ -73,6 +79,10 @@ _NBGRADER = ("writes release/, exchange/, submitted/, autograded/, feedback/ and
              "collect, autograde and generate_feedback on a copy, tests/test_hub.py release_feedback through a hub")
 NOT_RUN = {
     "make test": "the whole suite, this file included (README gives its measured time)",
+    "python -m venv .venv": "makes .venv, which the tests run in (make install does the same)",
+    ".venv/bin/attn lab": "the route without make's `make lab`; `make lab` and `attn lab` with options are run here",
+    ".venv/bin/attn autograde 01_attention_intuition --jobs 2": "writes the gradebook of the course folder; "
+        "tests/test_nbgrader_flow.py runs `attn autograde 01_attention_intuition --jobs 2` in a copy",
     "conda env create -f environment.yml": "no conda here, and it downloads; tests/test_environment.py checks "
                                            "environment.yml against pyproject.toml",
     "conda activate attention-course": "needs the conda environment above",
@@ -294,6 +304,74 @@ def test_attn_lab_with_options_serves_the_course(tmp_path):
     base = _serve([sys.executable, "-m", "utils.cli", "lab", "--no-browser", "--port", str(port)], tmp_path,
                   {"PYTHONPATH": str(ROOT)})
     assert base.endswith(f":{port}")
+
+
+def test_attn_lab_in_chinese_serves_the_chinese_copies_with_chinese_menus(tmp_path):
+    """README's `.venv/bin/attn lab --lang zh`: notebooks/zh/ served, JupyterLab's language set to zh_CN."""
+    import json
+
+    from utils import release
+
+    port = free_port()
+    env = {"PYTHONPATH": str(ROOT)}
+    home = {**os.environ, "HOME": str(tmp_path), "JUPYTER_PLATFORM_DIRS": "1", "BROWSER": "true", **env}
+    log = tmp_path / "lab.log"
+    with open(log, "w") as out:
+        server = subprocess.Popen([sys.executable, "-m", "utils.cli", "lab", "--lang", "zh", "--no-browser", "--port",
+                                   str(port)], cwd=ROOT, env=home, stdout=out, stderr=subprocess.STDOUT,
+                                  start_new_session=True)
+    try:
+        deadline, settings = time.time() + 90, None
+        while time.time() < deadline and settings is None:
+            assert server.poll() is None, log.read_text()[-3000:]
+            found = re.search(r"(http://(?:127\.0\.0\.1|localhost):\d+)/lab\S*\?token=(\w+)", log.read_text())
+            if found:
+                base, token = found.groups()
+                try:
+                    url = f"{base}/lab/api/settings/@jupyterlab/translation-extension:plugin?token={token}"
+                    with urllib.request.urlopen(url, timeout=5) as r:
+                        settings = json.loads(r.read().decode())
+                    with urllib.request.urlopen(f"{base}/api/contents/notebooks/zh?token={token}", timeout=5) as r:
+                        listing = r.read().decode()
+                except OSError:
+                    settings = None
+            time.sleep(0.5)
+        assert settings is not None, log.read_text()[-3000:]
+        assert "/lab/tree/notebooks/zh" in log.read_text() or "notebooks/zh" in log.read_text()
+        # The course's overrides make zh_CN the language setting's default (JupyterLab then loads its language pack).
+        assert settings["schema"]["properties"]["locale"]["default"] == "zh_CN", str(settings)[:1500]
+        assert all(a in listing for a in nbs.assignments())
+        assert release.release_dir("zh").name in str(release.release_dir("zh"))
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+
+
+def test_release_writes_the_chinese_solutions_for_nbgrader():
+    """README's `.venv/bin/attn release --lang zh --solutions`: solutions-zh/ as nbgrader's source, Chinese."""
+    import shutil
+
+    target = ROOT / "solutions-zh"
+    existed = target.exists()
+    try:
+        line = one_clean_line(run(".venv/bin/attn release --lang zh --solutions"))
+        assert "solutions-zh/" in line
+        for assignment in nbs.assignments():
+            text = "".join(c.source for c in nbs.read(target / assignment / f"{assignment}.ipynb").cells)
+            assert 'set_language("zh")' in text and "### BEGIN SOLUTION" in text
+    finally:
+        if not existed:
+            shutil.rmtree(target, ignore_errors=True)
+
+
+def test_bootstrap_keeps_an_installed_pytorch_and_says_what_it_downloaded():
+    """README's route without make: `python -m utils.bootstrap` in the environment the tests run in keeps its
+    PyTorch (in the supported range) and installs nothing new: it says so, and how many MB it downloaded."""
+    proc = subprocess.run([sys.executable, "-m", "utils.bootstrap", "--extras", "lab,dev"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert re.search(r"PyTorch \S+ is installed and supported: kept", proc.stdout), proc.stdout
+    assert re.search(r"downloaded in all: \d+ MB", proc.stdout), proc.stdout
 
 
 def test_attn_table_options_exist():
