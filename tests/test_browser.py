@@ -53,9 +53,9 @@ def _require_browser() -> None:
         pytest.skip(missing)
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """`make lab` (README's command) on a fresh copy of the repository, with its own HOME; yields (url, course, log)."""
+def _start_lab(tmp_path_factory, lang: str = "en"):
+    """`make lab` (README's command; with `--lang zh` for the Chinese edition) on a fresh copy of the repository, with
+    its own HOME; yields (url, landing path, course, log)."""
     _require_browser()
     course = tmp_path_factory.mktemp("browser") / "course"
     tracked = subprocess.run(["git", "ls-files", "-z"], cwd=nbs.ROOT, capture_output=True, check=True).stdout
@@ -75,13 +75,15 @@ def lab(tmp_path_factory):
     venv = Path(sys.executable).parent.parent
     lab_args = (f"--no-browser --port={port} --ServerApp.ip=127.0.0.1 --IdentityProvider.token={TOKEN} "
                 f"--LabApp.user_settings_dir={settings} --LabApp.workspaces_dir={home / 'workspaces'}")
+    if lang != "en":
+        lab_args = f"--lang {lang} " + lab_args
     env = {
         "PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8",
         # The copy's own utils/ (the venv's editable install points at the original repository).
         "PYTHONPATH": str(course),
         "JUPYTER_PLATFORM_DIRS": "1",
     }
-    log_path = ARTIFACTS / "server.log"
+    log_path = ARTIFACTS / f"server{'' if lang == 'en' else '-' + lang}.log"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     log = log_path.open("w")
     # `-o STAMP`: the copy shares this environment; make must not reinstall it (and repoint it) into the copy.
@@ -102,6 +104,16 @@ def lab(tmp_path_factory):
     except subprocess.TimeoutExpired:
         os.killpg(server.pid, 9)
     log.close()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    yield from _start_lab(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def lab_zh(tmp_path_factory):
+    yield from _start_lab(tmp_path_factory, "zh")
 
 
 @pytest.fixture(scope="module")
@@ -209,7 +221,7 @@ class Page:
     def tables(self) -> list[str]:
         """The text of every test cell's report (score line and table)."""
         outputs = self.page.locator(".jp-OutputArea-output").filter(has=self.page.locator("table"))
-        return [t.inner_text() for t in outputs.all() if " points" in t.inner_text()]
+        return [t.inner_text() for t in outputs.all() if re.search(r" points|\d 分", t.inner_text())]
 
     def errors_in_outputs(self) -> list[str]:
         sel = (".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr'], "
@@ -375,3 +387,50 @@ def test_validate_gives_a_finished_translator_its_verdict_quickly(lab, browser):
     tab.close_dialog()
     assert tab.errors == []
     assert not (course / "checkpoints" / "translator.safetensors").exists(), "validation wrote a checkpoint"
+
+
+def test_a_chinese_notebook_with_chinese_menus_runs_and_grades_in_chinese(lab_zh):
+    """`attn lab --lang zh`: JupyterLab's menus in Chinese, notebooks/zh/02 as a learner sees it, Run All with every
+    table saying in Chinese what is left, then an answer that turns its table green, in Chinese."""
+    from playwright.sync_api import sync_playwright
+
+    url, landing, course, log_path = lab_zh
+    nb = "02_scaled_dot_product_attention"
+    assert landing == "/lab/tree/notebooks/zh", landing
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        tab = Page(browser, url)
+        tab.open(landing)
+        tab.page.wait_for_selector(".jp-DirListing-item", timeout=60_000)
+        menus = tab.page.locator("#jp-menu-panel, .lm-MenuBar-content").first.inner_text()
+        assert "文件" in menus and "编辑" in menus, f"JupyterLab's menus are not in Chinese: {menus}"
+        tab.open_notebook(f"notebooks/zh/{nb}/{nb}.ipynb")
+        tab.page.wait_for_timeout(1500)  # fonts and maths drawn
+        tab.shot("zh-1-notebook-02")
+        text = tab.page.locator(".jp-Notebook").inner_text()
+        assert "缩放点积注意力" in text and "练习 1" in text, text[:500]
+        tab.run_all(log_path)
+        assert tab.errors_in_outputs() == []
+        deadline = time.monotonic() + 30
+        while len(tables := tab.tables()) < 2 and time.monotonic() < deadline:
+            tab.page.wait_for_timeout(250)
+        assert len(tables) == 2 and all("0 / " in t and re.search(r"[\u4e00-\u9fff]", t) for t in tables), tables
+        tab.shot("zh-2-run-all")
+
+        solution = next(c.source for c in nbs.read(course / "solutions" / nb / f"{nb}.ipynb").cells
+                        if nbs.nbgrader_meta(c).get("grade_id") == "scaled_dot_product_attention")
+        answer = tab.page.locator(".jp-CodeCell").filter(has_text="def scaled_dot_product_attention(").first
+        answer.locator(".cm-content").click()
+        tab.page.keyboard.press("Control+A")
+        tab.page.keyboard.insert_text(solution)
+        tab.page.keyboard.press("Shift+Enter")  # runs the answer, moves to its test cell
+        tab.page.keyboard.press("Shift+Enter")
+        tab.wait_idle()
+        test_cell = tab.page.locator(".jp-CodeCell").filter(has_text='Checker("scaled_dot_product_attention")').first
+        test_cell.scroll_into_view_if_needed()
+        tab.page.wait_for_timeout(1000)
+        tab.shot("zh-3-answered")
+        table = next((t for t in tab.tables() if "scaled_dot_product_attention" in t and "6 / 6" in t), None)
+        assert table is not None and re.search(r"[\u4e00-\u9fff]", table), tab.tables()
+        assert tab.errors == []
+        browser.close()
