@@ -83,7 +83,10 @@ def _start_lab(tmp_path_factory, lang: str = "en"):
         "PYTHONPATH": str(course),
         "JUPYTER_PLATFORM_DIRS": "1",
     }
-    log_path = ARTIFACTS / f"server{'' if lang == 'en' else '-' + lang}.log"
+    # One log per server: under xdist two workers may each start the English server, and a log that both wrote would
+    # show one server's shutdown as the other's error.
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    log_path = ARTIFACTS / ("server" + "".join(f"-{part}" for part in (lang, worker) if part and part != "en") + ".log")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     log = log_path.open("w")
     # `-o STAMP`: the copy shares this environment; make must not reinstall it (and repoint it) into the copy.
@@ -187,8 +190,9 @@ class Page:
         the caller's check of the outputs reports). On a busy machine the kernel may still be connecting, or be
         restarted under the click (JupyterLab then clears the queue and no output appears): retry, three times."""
         for _attempt in range(3):
-            self.page.get_by_role("menuitem", name="Run", exact=True).click()
-            self.page.get_by_text("Run All Cells", exact=True).click()
+            # The Run menu by its name in English or Chinese, its item by the command it runs (any language).
+            self.page.get_by_role("menuitem", name=re.compile(r"^(Run|运行)$")).click()
+            self.page.locator('.lm-Menu-item[data-command="runmenu:run-all"]').click()
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline and not self._started():
                 self._accept_kernel_dialog()

@@ -120,9 +120,11 @@ def binder_url(lang: str = "en") -> str:
 
 
 def colab_badge(notebook_id: str, lang: str = "en") -> str:
-    """The first cell of every student notebook: a button that opens it on Colab."""
-    alt = {"en": "Open in Colab", "zh": "在 Colab 中打开"}.get(lang, "Open in Colab")
-    return f"[![{alt}]({COLAB_BADGE})]({colab_url(notebook_id, lang)})"
+    """The first cell of every student notebook: a link that opens it on Colab. A link, not Colab's badge image: an
+    image would be fetched from Google whenever the notebook is opened (a broken picture offline, a request that
+    Formgrader's feedback pages refuse), and the notebook must render the same everywhere with nothing fetched."""
+    text = {"en": "Open this notebook in Colab", "zh": "在 Colab 中打开本笔记本"}.get(lang, "Open this notebook in Colab")
+    return f"[▶ {text}]({colab_url(notebook_id, lang)})"
 
 
 #: The first lines of every notebook's setup cell: on Colab (or where $ATTN_COLAB stands in for it) they fetch the
