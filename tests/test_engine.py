@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from utils import notebooks as nbs
@@ -121,3 +122,29 @@ def test_the_same_submissions_score_the_same_before_and_after_the_engine_change(
                 differ[key] = {"now": got, "before": RECORDED[key]}
         assert engine.started == 1 or isolation() is not None
     assert not differ, differ
+
+
+def test_the_hidden_inputs_are_fixed_by_the_answers_and_change_with_them():
+    """Grading the same answers twice (a regrade, `attn check` again, the Chinese copy) meets the same hidden inputs, so
+    a partly wrong answer gets the same score every time; changing an answer changes them; the course's own cells,
+    comments, docstrings and the notebook's language do not."""
+    from utils import i18n
+    from utils.engine.checking import submission_seed
+
+    nb = nbs.read(nbs.solution_path("02_scaled_dot_product_attention"))
+    seed = submission_seed(nb)
+    assert submission_seed(nbs.read(nbs.solution_path("02_scaled_dot_product_attention"))) == seed
+    assert submission_seed(i18n.translate(nb, "zh", "02_scaled_dot_product_attention")) == seed
+    answer = next(c for c in nb.cells if nbs.nbgrader_meta(c).get("solution") and c.cell_type == "code")
+    course_cell = next(c for c in nb.cells if c.cell_type == "code" and not nbs.nbgrader_meta(c).get("solution")
+                       and nbs.nbgrader_meta(c).get("grade_id"))
+    original = answer.source
+    answer.source = original.replace("\n", "\n# a comment of the learner's\n", 1)
+    assert submission_seed(nb) == seed
+    answer.source = original + "\nx_learner = 1\n"
+    assert submission_seed(nb) != seed
+    answer.source = original
+    course_cell.source += "\nprint('a demo the learner changed')\n"
+    assert submission_seed(nb) == seed
+    nb.cells.append(nbformat.v4.new_code_cell("helper = 2"))  # a cell the learner added: their code
+    assert submission_seed(nb) != seed
