@@ -9,7 +9,7 @@ Not part of `make test` (it builds a virtual environment of several GB). Step by
    bottom in that environment with $ATTN_COLAB=1 standing in for Colab, in an empty folder as Colab's /content: the
    setup cell clones the course, installs it (keeping that PyTorch) and the notebook runs;
 4. `attn check` (the command the first cell installed) on the executed notebook: full marks expected;
-5. the same notebook again in the same environment: the first cell now installs nothing.
+5. the first notebook again in the same environment: the first cell now installs nothing.
 It prints a table of the steps with their seconds and what PyTorch ended up installed.
 """
 
@@ -90,9 +90,10 @@ def main() -> int:
                 ok &= result["score"] == result["max_score"] > 0
             else:
                 ok = False
-            proc = step(rows, f"{assignment}: Run All again (the course is installed: nothing to do)",
-                        [str(py), "-c", RUN, str(path), str(content)], env=env, cwd=content)
-            ok &= proc.returncode == 0
+            if assignment == args.notebooks[0]:  # once is enough to show the first cell then installs nothing
+                proc = step(rows, f"{assignment}: Run All again (the course is installed: nothing to do)",
+                            [str(py), "-c", RUN, str(path), str(content)], env=env, cwd=content)
+                ok &= proc.returncode == 0
         version = subprocess.run([str(py), "-c", "import torch; print(torch.__version__)"], capture_output=True,
                                  text=True).stdout.strip()
         print(f"PyTorch in the environment at the end: {version} (Colab's was {args.torch})")
