@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.conftest import fill_answers  # noqa: E402
+from utils import course  # noqa: E402
 from utils import notebooks as nbs  # noqa: E402
 
 RUN = """
@@ -70,6 +71,8 @@ def main() -> int:
         step(rows, "Colab's Jupyter: pip install ipykernel nbclient",
              [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", "ipykernel", "nbclient"])
         step(rows, "the repository standing in for GitHub: git clone", ["git", "clone", "-q", str(ROOT), str(repo)])
+        # The first cell clones the branch utils/course.py names (REF); here it holds what is checked out now.
+        subprocess.run(["git", "-C", str(repo), "checkout", "-q", "-B", course.REF], check=True)
         for assignment in args.notebooks:
             content = work / f"content-{assignment[:2]}"  # Colab's /content: a fresh runtime for each notebook
             content.mkdir()
@@ -82,6 +85,9 @@ def main() -> int:
                         [str(py), "-c", RUN, str(path), str(content)], env=env, cwd=content)
             ok &= proc.returncode == 0
             attn = venv / "bin" / "attn"
+            if not attn.exists():  # the first cell failed to install the course
+                ok = False
+                continue
             proc = step(rows, f"{assignment}: attn check (hidden tests)", [str(attn), "check", str(path), "--json"],
                         env=env, cwd=content)
             if proc.returncode == 0:
