@@ -1,6 +1,7 @@
 """Measure how well grading explains mistakes nobody catalogued: the plants of tests/blind_plants.py (--set blind),
 tests/blind_plants_heldout.py (--set heldout), tests/blind_plants_set3.py (--set set3),
-tests/blind_plants_set4.py (--set set4) and tests/blind_plants_set5.py (--set set5).
+tests/blind_plants_set4.py (--set set4), tests/blind_plants_set5.py (--set set5) and tests/blind_plants_set6.py
+(--set set6).
 
 Each plant is written into a copy of its solution notebook in a temporary folder and graded with
 `attn check --json`. The exercise it targets is then classified, best first:
@@ -50,7 +51,8 @@ UNMEASURED = ["anchor not found", "error"]
 
 
 SETS = {"blind": "blind_plants.py", "heldout": "blind_plants_heldout.py", "set3": "blind_plants_set3.py",
-        "set4": "blind_plants_set4.py", "set5": "blind_plants_set5.py"}
+        "set4": "blind_plants_set4.py", "set5": "blind_plants_set5.py",
+        "set6": "blind_plants_set6.py"}
 
 
 def load_plants(which: str = "blind") -> list[dict]:
@@ -61,7 +63,8 @@ def load_plants(which: str = "blind") -> list[dict]:
     generic diagnoses; "set4" (tests/blind_plants_set4.py, 2026-11-25, the mistakes learners most often make,
     written without reading the grader or the earlier sets), measured once, after the generic diagnoses, then used;
     "set5" (tests/blind_plants_set5.py, 2026-11-25, common and less obvious mistakes, written the same way),
-    measured once, after that."""
+    measured once, after that; "set6" (tests/blind_plants_set6.py, 2026-11-26, written the same way from the solution
+    notebooks alone), measured once, after the diagnoses of issue 21."""
     path = Path(__file__).resolve().parent / SETS[which]
     spec = importlib.util.spec_from_file_location(f"plants_{which}", path)
     assert spec and spec.loader
@@ -71,7 +74,7 @@ def load_plants(which: str = "blind") -> list[dict]:
 
 
 def plant_id(plant: dict, index: int) -> str:
-    prefix = {"heldout": "h", "set3": "s", "set4": "f", "set5": "v"}.get(plant.get("set", ""), "")
+    prefix = {"heldout": "h", "set3": "s", "set4": "f", "set5": "v", "set6": "x"}.get(plant.get("set", ""), "")
     return f"{prefix}{plant['notebook'][:2]}.{index:02d} {plant['cell']}"
 
 
@@ -308,7 +311,7 @@ def select(plants: list[dict], notebooks: list[str] | None, quick: bool) -> list
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", choices=sorted(SETS), default="blind",
-                        help="which plants: blind (tests/blind_plants.py, default), heldout, set3, set4 or set5")
+                        help="which plants: blind (tests/blind_plants.py, default), heldout, set3, set4, set5 or set6")
     parser.add_argument("--notebook", action="append", help="NN or NN_name; repeat for more (default: all)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
     parser.add_argument("--jobs", type=int, default=2, help="attn check runs at a time (default 2)")
