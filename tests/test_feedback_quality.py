@@ -1,8 +1,8 @@
 """The feedback on mistakes nobody catalogued: the blind plants of tests/blind_plants.py, graded by `attn check`.
 
 That first set has since been used to improve the feedback, so it guards against regressions. Later sets
-(`--set heldout`, `set3`, `set4`, `set5`) were each measured once before being used; the newest unused one is the
-measurement of mistakes nobody has seen: `python tests/measure_feedback.py --set set5` (about 6 minutes).
+(`--set heldout`, `set3`, `set4`, `set5`, `set6`) were each measured once before being used; the newest unused one is the
+measurement of mistakes nobody has seen: `python tests/measure_feedback.py --set set6` (about 6 minutes).
 
 Goals: at least 80 % of the plants named, none misnamed, none caught by another exercise too ("costs twice"),
 none left with full marks. This runs the plants marked "quick" (two per notebook, about 3 minutes on 2 cores);
