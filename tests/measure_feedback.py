@@ -338,7 +338,11 @@ def main(argv: list[str] | None = None) -> int:
               + (f": {record['class']}" if record.get("class") else ""), file=sys.stderr, flush=True)
 
     start = time.monotonic()
+    stdout = sys.stdout
     data = measure(plants, jobs=args.jobs, baseline=not args.no_baseline, progress=progress)
+    # Grading captures a notebook's prints by swapping sys.stdout, which is one name for all threads: with two jobs,
+    # one grading can restore the other's capture. What this prints goes where it was asked to.
+    sys.stdout = stdout
     summary = summarise(data["records"])
     if args.json:
         json.dump({**data, "summary": summary}, sys.stdout, indent=1)

@@ -120,13 +120,20 @@ def lab_zh(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def browser(lab):  # noqa: ARG001 - the server first
+def chromium():
+    """One Chromium for every test of this module that a worker runs: Playwright's sync API can be started only once
+    per process at a time."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         yield b
         b.close()
+
+
+@pytest.fixture(scope="module")
+def browser(lab, chromium):  # noqa: ARG001 - the server first
+    return chromium
 
 
 class Page:
@@ -393,48 +400,43 @@ def test_validate_gives_a_finished_translator_its_verdict_quickly(lab, browser):
     assert not (course / "checkpoints" / "translator.safetensors").exists(), "validation wrote a checkpoint"
 
 
-def test_a_chinese_notebook_with_chinese_menus_runs_and_grades_in_chinese(lab_zh):
+def test_a_chinese_notebook_with_chinese_menus_runs_and_grades_in_chinese(lab_zh, chromium):
     """`attn lab --lang zh`: JupyterLab's menus in Chinese, notebooks/zh/02 as a learner sees it, Run All with every
     table saying in Chinese what is left, then an answer that turns its table green, in Chinese."""
-    from playwright.sync_api import sync_playwright
-
     url, landing, course, log_path = lab_zh
     nb = "02_scaled_dot_product_attention"
     assert landing == "/lab/tree/notebooks/zh", landing
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        tab = Page(browser, url)
-        tab.open(landing)
-        tab.page.wait_for_selector(".jp-DirListing-item", timeout=60_000)
-        menus = tab.page.locator("#jp-menu-panel, .lm-MenuBar-content").first.inner_text()
-        assert "文件" in menus and "编辑" in menus, f"JupyterLab's menus are not in Chinese: {menus}"
-        tab.open_notebook(f"notebooks/zh/{nb}/{nb}.ipynb")
-        tab.page.wait_for_timeout(1500)  # fonts and maths drawn
-        tab.shot("zh-1-notebook-02")
-        text = tab.page.locator(".jp-Notebook").inner_text()
-        assert "缩放点积注意力" in text and "练习 1" in text, text[:500]
-        tab.run_all(log_path)
-        assert tab.errors_in_outputs() == []
-        deadline = time.monotonic() + 30
-        while len(tables := tab.tables()) < 2 and time.monotonic() < deadline:
-            tab.page.wait_for_timeout(250)
-        assert len(tables) == 2 and all("0 / " in t and re.search(r"[\u4e00-\u9fff]", t) for t in tables), tables
-        tab.shot("zh-2-run-all")
+    tab = Page(chromium, url)
+    tab.open(landing)
+    tab.page.wait_for_selector(".jp-DirListing-item", timeout=60_000)
+    menus = tab.page.locator("#jp-menu-panel, .lm-MenuBar-content").first.inner_text()
+    assert "文件" in menus and "编辑" in menus, f"JupyterLab's menus are not in Chinese: {menus}"
+    tab.open_notebook(f"notebooks/zh/{nb}/{nb}.ipynb")
+    tab.page.wait_for_timeout(1500)  # fonts and maths drawn
+    tab.shot("zh-1-notebook-02")
+    text = tab.page.locator(".jp-Notebook").inner_text()
+    assert "缩放点积注意力" in text and "练习 1" in text, text[:500]
+    tab.run_all(log_path)
+    assert tab.errors_in_outputs() == []
+    deadline = time.monotonic() + 30
+    while len(tables := tab.tables()) < 2 and time.monotonic() < deadline:
+        tab.page.wait_for_timeout(250)
+    assert len(tables) == 2 and all("0 / " in t and re.search(r"[\u4e00-\u9fff]", t) for t in tables), tables
+    tab.shot("zh-2-run-all")
 
-        solution = next(c.source for c in nbs.read(course / "solutions" / nb / f"{nb}.ipynb").cells
-                        if nbs.nbgrader_meta(c).get("grade_id") == "scaled_dot_product_attention")
-        answer = tab.page.locator(".jp-CodeCell").filter(has_text="def scaled_dot_product_attention(").first
-        answer.locator(".cm-content").click()
-        tab.page.keyboard.press("Control+A")
-        tab.page.keyboard.insert_text(solution)
-        tab.page.keyboard.press("Shift+Enter")  # runs the answer, moves to its test cell
-        tab.page.keyboard.press("Shift+Enter")
-        tab.wait_idle()
-        test_cell = tab.page.locator(".jp-CodeCell").filter(has_text='Checker("scaled_dot_product_attention")').first
-        test_cell.scroll_into_view_if_needed()
-        tab.page.wait_for_timeout(1000)
-        tab.shot("zh-3-answered")
-        table = next((t for t in tab.tables() if "scaled_dot_product_attention" in t and "6 / 6" in t), None)
-        assert table is not None and re.search(r"[\u4e00-\u9fff]", table), tab.tables()
-        assert tab.errors == []
-        browser.close()
+    solution = next(c.source for c in nbs.read(course / "solutions" / nb / f"{nb}.ipynb").cells
+                    if nbs.nbgrader_meta(c).get("grade_id") == "scaled_dot_product_attention")
+    answer = tab.page.locator(".jp-CodeCell").filter(has_text="def scaled_dot_product_attention(").first
+    answer.locator(".cm-content").click()
+    tab.page.keyboard.press("Control+A")
+    tab.page.keyboard.insert_text(solution)
+    tab.page.keyboard.press("Shift+Enter")  # runs the answer, moves to its test cell
+    tab.page.keyboard.press("Shift+Enter")
+    tab.wait_idle()
+    test_cell = tab.page.locator(".jp-CodeCell").filter(has_text='Checker("scaled_dot_product_attention")').first
+    test_cell.scroll_into_view_if_needed()
+    tab.page.wait_for_timeout(1000)
+    tab.shot("zh-3-answered")
+    table = next((t for t in tab.tables() if "scaled_dot_product_attention" in t and "6 / 6" in t), None)
+    assert table is not None and re.search(r"[\u4e00-\u9fff]", table), tab.tables()
+    assert tab.errors == []
