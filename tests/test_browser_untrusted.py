@@ -21,7 +21,7 @@ import pytest
 from utils import notebooks as nbs
 
 from .conftest import fill_answers, nbgrader
-from .test_browser import ARTIFACTS, Page, browser, lab  # noqa: F401 - fixtures, shared with the other browser test
+from .test_browser import ARTIFACTS, Page, browser, chromium, lab  # noqa: F401 - fixtures, shared with the other browser test
 from .untrusted import MARK, benign_notes, hostile, payload, vectors
 
 pytestmark = pytest.mark.slow

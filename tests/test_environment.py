@@ -28,7 +28,7 @@ def test_one_pytorch_range_everywhere():
     assert torch.split()[0] == f"torch{bootstrap.TORCH_RANGE}"
     floor = re.search(r">=(\d+)\.(\d+)", bootstrap.TORCH_RANGE).groups()
     assert tuple(map(int, floor)) >= (2, 5), "F.scaled_dot_product_attention(enable_gqa=...) arrived in 2.5"
-    assert bootstrap.in_range("2.5.1") and bootstrap.in_range("2.15.0+cpu") and not bootstrap.in_range("2.4.1")
+    assert bootstrap.in_range("2.13.0") and bootstrap.in_range("2.15.0+cpu") and not bootstrap.in_range("2.5.1")
     assert "torch==" not in (ROOT / "Makefile").read_text(), "make install asks utils/bootstrap.py"
     for binder in (ROOT / "binder").glob("*"):
         assert "torch" not in binder.read_text() or bootstrap.TORCH_RANGE in binder.read_text(), binder

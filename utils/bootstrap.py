@@ -25,7 +25,7 @@ import sys
 import time
 
 #: The PyTorch versions the course supports (pyproject.toml says the same; tests/test_environment.py checks it).
-TORCH_RANGE = ">=2.5,<2.16"
+TORCH_RANGE = ">=2.13,<2.16"
 #: PyTorch's index of CPU-only builds (Linux and Windows).
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 #: Where PyPI is asked when the CPU index cannot be: the version the course is measured with most.
