@@ -42,8 +42,12 @@ def torch_version() -> str | None:
 
 
 def in_range(version: str) -> bool:
-    release = tuple(int(p) for p in re.findall(r"\d+", version.split("+")[0])[:2])
-    return (2, 5) <= release < (2, 16)
+    """Whether a PyTorch version (e.g. "2.14.1+cu130") is within TORCH_RANGE."""
+    def release(text: str) -> tuple[int, ...]:
+        return tuple(int(p) for p in re.findall(r"\d+", text.split("+")[0])[:2])
+
+    floor, ceiling = (release(bound) for bound in re.findall(r"[<>]=?\s*([\d.]+)", TORCH_RANGE))
+    return floor <= release(version) < ceiling
 
 
 def wants_cpu_index() -> bool:
