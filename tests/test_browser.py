@@ -192,6 +192,16 @@ class Page:
             "() => [...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputPrompt')]"
             ".filter(p => !/\\[[0-9]+\\]/.test(p.textContent)).length")
 
+    def answer(self, signature: str, source: str) -> None:
+        """Type `source` into the answer cell that shows `signature`, run it and the test cell after it, and wait."""
+        cell = self.page.locator(".jp-CodeCell").filter(has_text=signature).first
+        cell.locator(".cm-content").click()
+        self.page.keyboard.press("Control+A")
+        self.page.keyboard.insert_text(source)
+        self.page.keyboard.press("Shift+Enter")  # runs the answer, moves to its test cell
+        self.page.keyboard.press("Shift+Enter")
+        self.wait_idle()
+
     def run_all(self, log_path: Path | None = None) -> None:
         """Run → Run All Cells, as a learner does, until every code cell has run (Run All stops at an error, which
         the caller's check of the outputs reports). On a busy machine the kernel may still be connecting, or be
@@ -283,13 +293,7 @@ def test_learner_and_instructor_in_the_browser(lab, browser):
     assert all("not implemented yet" in t and " 0 / " in t for t in tables), tables
 
     # Answer softmax and rerun its test cell: its table turns to full marks.
-    answer = tab.page.locator(".jp-CodeCell").filter(has_text="def softmax(").first
-    answer.locator(".cm-content").click()
-    tab.page.keyboard.press("Control+A")
-    tab.page.keyboard.insert_text(SOFTMAX)
-    tab.page.keyboard.press("Shift+Enter")  # runs the answer, moves to its test cell
-    tab.page.keyboard.press("Shift+Enter")
-    tab.wait_idle()
+    tab.answer("def softmax(", SOFTMAX)
     tab.shot("3-softmax-answered")
     assert any(re.search(r"softmax: 3 / 3 points", t) for t in tab.tables()), tab.tables()
 
@@ -426,13 +430,7 @@ def test_a_chinese_notebook_with_chinese_menus_runs_and_grades_in_chinese(lab_zh
 
     solution = next(c.source for c in nbs.read(course / "solutions" / nb / f"{nb}.ipynb").cells
                     if nbs.nbgrader_meta(c).get("grade_id") == "scaled_dot_product_attention")
-    answer = tab.page.locator(".jp-CodeCell").filter(has_text="def scaled_dot_product_attention(").first
-    answer.locator(".cm-content").click()
-    tab.page.keyboard.press("Control+A")
-    tab.page.keyboard.insert_text(solution)
-    tab.page.keyboard.press("Shift+Enter")  # runs the answer, moves to its test cell
-    tab.page.keyboard.press("Shift+Enter")
-    tab.wait_idle()
+    tab.answer("def scaled_dot_product_attention(", solution)
     test_cell = tab.page.locator(".jp-CodeCell").filter(has_text='Checker("scaled_dot_product_attention")').first
     test_cell.scroll_into_view_if_needed()
     tab.page.wait_for_timeout(1000)
