@@ -27,6 +27,7 @@ process group, with the same resource limits, and the grader checks its own file
 from __future__ import annotations
 
 import ctypes
+import gc
 import json
 import os
 import resource
@@ -429,6 +430,7 @@ def zygote(config: dict[str, Any]) -> None:
     os.makedirs(os.environ["MPLCONFIGDIR"], exist_ok=True)
     for module in PRELOAD:
         __import__(module)
+    gc.freeze()  # what every worker inherits is never garbage: no collection in a worker walks it (see worker.main)
     if config.get("userns"):
         # Workers run as the same user here: ptrace and /proc/<pid>/mem must not reach the zygote's capabilities.
         libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
