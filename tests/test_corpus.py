@@ -41,6 +41,15 @@ def test_the_seed_fixes_the_corpus():
     assert make_corpus(100, seed=7) == a[:100], "a smaller corpus is a prefix of a larger one with the same seed"
 
 
+def test_a_corpus_asked_for_again_is_a_new_list_of_the_same_pairs():
+    """make_corpus keeps the last corpora it made (the grading engine's zygote makes 08's once for every worker):
+    what a caller does to its list never reaches the next caller."""
+    a = make_corpus(300, seed=11)
+    a.clear()
+    b = make_corpus(300, seed=11)
+    assert len(b) == 300 and b is not make_corpus(300, seed=11)
+
+
 def test_first_pairs_of_seed_0_are_pinned(pairs):
     assert pairs[0] == Pair("a teacher helped a cat .", "ein Lehrer half einer Katze .", (0, 1, 2, 3, 4, 5))
     assert pairs[1].src == "the teachers like black balls because the clever mother has opened my books ."

@@ -11,7 +11,8 @@ import pytest
 
 from utils import notebooks as nbs
 from utils.engine.checking import Engine, load_learner_notebook
-from utils.engine.sandbox import Zygote, isolation
+from utils.engine.remote import Worker
+from utils.engine.sandbox import Zygote, isolation, start_method
 
 from .conftest import by_id, planted_copy
 from .engine_sample import SEED, sample, scores
@@ -148,3 +149,31 @@ def test_the_hidden_inputs_are_fixed_by_the_answers_and_change_with_them():
     assert submission_seed(nb) == seed
     nb.cells.append(nbformat.v4.new_code_cell("helper = 2"))  # a cell the learner added: their code
     assert submission_seed(nb) != seed
+
+
+CORPUS_KEPT = ("from utils.translator.corpus import _generate_corpus\n"
+               "assert _generate_corpus.cache_info().currsize == {}, _generate_corpus.cache_info()")
+
+
+@pytest.mark.skipif(start_method() != "fork", reason="spawned workers inherit nothing from the zygote")
+def test_a_warmed_zygote_hands_its_workers_the_corpus_and_answers_what_was_sent_behind_the_warm_up():
+    """Notebook 08's corpus (`utils.course.Notebook.warm`) is made once in the zygote and every worker inherits it,
+    after a recycle too; the request sent right behind a warm-up (not waiting for it) is answered as ever."""
+    def corpus_in_a_new_worker(zygote: Zygote, kept: int) -> bool:
+        worker = Worker(zygote)
+        try:
+            reply, _ = worker.exchange({"op": "run_cell", "source": CORPUS_KEPT.format(kept), "name": "t"}, None, None)
+        finally:
+            worker.kill()
+        return reply["ok"] is True
+
+    zygote = Zygote(nbs.ROOT, [])
+    try:
+        assert corpus_in_a_new_worker(zygote, 0), "the control: a zygote not warmed has no corpus"
+        zygote.warm("08_transformer_translator")
+        zygote.warm("01_attention_intuition")  # nothing to warm there: answered all the same
+        assert corpus_in_a_new_worker(zygote, 1)
+        zygote.recycle()
+        assert corpus_in_a_new_worker(zygote, 1), "a recycled zygote keeps what the course computed"
+    finally:
+        zygote.close()

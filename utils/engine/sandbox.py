@@ -170,6 +170,8 @@ class Zygote:
         theirs.close()
         self._host: int | None = None
         self.workers: list[int] = []
+        self._buffer = b""  # what the zygote answered past the last full line
+        self._unread = 0  # answers to `warm` not read yet
         # Workers write to the zygote's stdout: read it all the time so a flood never blocks them.
         self.output = bytearray()
         self._drain = threading.Thread(target=self._read_output, daemon=True)
@@ -202,19 +204,11 @@ class Zygote:
     def spawn(self, timeout: float = 120.0) -> tuple[socket.socket, int]:
         """A fresh worker: (socket to it, its pid here). Anything the previous one started is killed first."""
         ours, theirs = socket.socketpair()
-        self.control.settimeout(timeout)
         try:
             socket.send_fds(self.control, [b'{"op": "spawn"}\n'], [theirs.fileno()])
-            reply = b""
-            while not reply.endswith(b"\n"):
-                chunk = self.control.recv(4096)
-                if not chunk:
-                    raise EOFError("the zygote ended")
-                reply += chunk
+            ns_pid = int(self._reply(timeout)["pid"])
         finally:
             theirs.close()
-            self.control.settimeout(None)
-        ns_pid = int(json.loads(reply)["pid"])
         host = ns_pid
         if self.isolated:
             zygote = self._zygote_pid()
@@ -230,6 +224,31 @@ class Zygote:
         self.workers.append(host)
         return ours, host
 
+    def warm(self, notebook: str) -> None:
+        """Ask the zygote to run the course's warm-up functions for `notebook` (`utils.course.Notebook.warm`) before
+        it starts the next worker, which then inherits what they computed. Returns at once: the zygote's answer is
+        read before the next request (instant when it was warmed before: what they compute is kept)."""
+        self.control.sendall(json.dumps({"op": "warm", "notebook": notebook}).encode() + b"\n")
+        self._unread += 1
+
+    def _reply(self, timeout: float) -> dict[str, Any]:
+        """The zygote's next answer line (answers to `warm` not yet read come first, and are skipped)."""
+        self.control.settimeout(timeout)
+        try:
+            while True:
+                while b"\n" not in self._buffer:
+                    chunk = self.control.recv(4096)
+                    if not chunk:
+                        raise EOFError("the zygote ended")
+                    self._buffer += chunk
+                line, _, self._buffer = self._buffer.partition(b"\n")
+                if self._unread:
+                    self._unread -= 1  # a warm-up's answer: it saves time and is never needed
+                    continue
+                return json.loads(line)
+        finally:
+            self.control.settimeout(None)
+
     @property
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -242,19 +261,10 @@ class Zygote:
                 self.kill_worker(pid)
             self._kill_strays()
         self.workers.clear()
-        self.control.settimeout(timeout)
-        try:
-            self.control.sendall(b'{"op": "recycle"}\n')
-            reply = b""
-            while not reply.endswith(b"\n"):
-                chunk = self.control.recv(4096)
-                if not chunk:
-                    raise EOFError("the zygote ended")
-                reply += chunk
-        finally:
-            self.control.settimeout(None)
-        if json.loads(reply).get("ok") is not True:
-            raise OSError(f"the zygote could not be recycled: {reply[:200]!r}")
+        self.control.sendall(b'{"op": "recycle"}\n')
+        answer = self._reply(timeout)
+        if answer.get("ok") is not True:
+            raise OSError(f"the zygote could not be recycled: {answer!r:.200}")
 
     def kill_worker(self, pid: int) -> None:
         try:
@@ -404,6 +414,24 @@ def _recycle(config: dict[str, Any]) -> bool:
     return [e.name for e in os.scandir(config["home"])] == [".config"]
 
 
+def _warm(notebook: str) -> bool:
+    """Run the course's warm-up functions for `notebook` here, in the zygote (course code only, never the learner's);
+    what they keep is then frozen like the preloaded libraries. False if one failed (grading goes on without)."""
+    import importlib
+
+    from .. import course
+
+    wanted = next((n.warm for n in course.NOTEBOOKS if n.id == notebook), ())
+    try:
+        for target in wanted:
+            module, function = target.split(":")
+            getattr(importlib.import_module(module), function)()
+    except Exception:  # noqa: BLE001 - a warm-up saves time, it is never needed: the workers compute it themselves
+        return False
+    gc.freeze()
+    return True
+
+
 def _spawn_worker(config: dict[str, Any], fd: int) -> int:
     """Start a worker as a fresh interpreter (fork and exec in C, no Python between them) that inherits only `fd`."""
     argv = [sys.executable, "-m", "utils.engine.sandbox", "--worker", json.dumps({**config, "fd": fd})]
@@ -437,22 +465,37 @@ def zygote(config: dict[str, Any]) -> None:
     _prepare_home(config)
     control = socket.socket(fileno=config["fd"])
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    buffer, received = b"", []  # requests are lines; a `warm` may arrive in one read with the request after it
     while True:
-        try:
-            msg, fds, _, _ = socket.recv_fds(control, 4096, 4)
-        except OSError:
+        while b"\n" not in buffer:
+            try:
+                msg, fds, _, _ = socket.recv_fds(control, 4096, 4)
+            except OSError:
+                msg, fds = b"", []
+            received += fds
+            if not msg:
+                break
+            buffer += msg
+        if b"\n" not in buffer:
             break
-        if not msg:
-            break
+        line, _, buffer = buffer.partition(b"\n")
+        request = json.loads(line.decode())
+        if request.get("op") == "warm":
+            control.sendall(json.dumps({"ok": _warm(str(request.get("notebook")))}).encode() + b"\n")
+            continue
+        fds, received = received, []  # only a `spawn` carries a file descriptor, and one is answered at a time
         if config["isolated"]:
             try:
                 os.kill(-1, signal.SIGKILL)  # as PID 1: every process of the namespace but this one
             except ProcessLookupError:
                 pass
-        if json.loads(msg.decode().splitlines()[0]).get("op") == "recycle":
+        if request.get("op") == "recycle":
             for fd in fds:
                 os.close(fd)
             control.sendall(json.dumps({"ok": _recycle(config)}).encode() + b"\n")
+            continue
+        if not fds:
+            control.sendall(b'{"ok": false}\n')
             continue
         if config.get("start") == "spawn":
             pid = _spawn_worker(config, fds[0])

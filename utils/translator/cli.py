@@ -103,10 +103,10 @@ def _build(answers: dict[str, Any], src_size: int, tgt_size: int, config: dict[s
 
 
 def _data(path: str | None):
-    from .corpus import make_corpus, read_pairs, split_pairs
+    from .corpus import COURSE_CORPUS, make_corpus, read_pairs, split_pairs
 
     if path is None:
-        pairs = make_corpus(40_000, seed=0, max_words=12)
+        pairs = make_corpus(**COURSE_CORPUS)
         return split_pairs(pairs, seed=0, held_out=300), "the course's corpus (40,000 pairs, seed 0)"
     file = Path(path)
     if not file.is_file():
