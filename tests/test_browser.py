@@ -177,7 +177,7 @@ class Page:
     def _accept_kernel_dialog(self) -> bool:
         from playwright.sync_api import Error
 
-        dialog = self.page.locator(".jp-Dialog").filter(has_text="Select Kernel")
+        dialog = self.page.locator(".jp-Dialog").filter(has_text=re.compile("Select Kernel|选择内核"))
         if not dialog.count():
             return False
         try:
@@ -185,6 +185,16 @@ class Page:
         except Error:  # the dialog closed between the look and the click
             pass
         return True
+
+    def _no_other_dialog(self) -> None:
+        """Fail with what it says (and a screenshot) if a dialog other than the kernel's stands over the notebook."""
+        dialog = self.page.locator(".jp-Dialog")
+        if dialog.count():
+            self.page.wait_for_timeout(2000)  # one that is closing goes by itself
+        if dialog.count():
+            self.shot("dialog")
+            pytest.fail(f"a dialog stands over the notebook: {dialog.first.inner_text()[:500]!r} "
+                        f"(screenshot: {ARTIFACTS / 'dialog.png'})")
 
     def _unrun(self) -> int:
         """How many code cells have no execution count (never ran, or ran in a kernel that has since restarted)."""
@@ -207,6 +217,9 @@ class Page:
         the caller's check of the outputs reports). On a busy machine the kernel may still be connecting, or be
         restarted under the click (JupyterLab then clears the queue and no output appears): retry, three times."""
         for _attempt in range(3):
+            # A kernel that is still starting may have JupyterLab ask for one first: that dialog would take the click.
+            self._accept_kernel_dialog()
+            self._no_other_dialog()
             # The Run menu by its name in English or Chinese, its item by the command it runs (any language).
             self.page.get_by_role("menuitem", name=re.compile(r"^(Run|运行)$")).click()
             self.page.locator('.lm-Menu-item[data-command="runmenu:run-all"]').click()
