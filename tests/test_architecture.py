@@ -8,6 +8,8 @@ grader's side: the two meet only in `utils.engine.protocol`.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -134,3 +136,30 @@ def test_levels_of_the_import_graph():
     deepest = max(depth(n) for n in edges)
     print(f"{len(edges)} modules, {sum(map(len, edges.values()))} imports, {deepest} levels")
     assert deepest <= 7, {n: d for n, d in sorted(level.items(), key=lambda kv: -kv[1])}
+
+
+def _imports_in_a_fresh_process(code: str) -> None:
+    proc = subprocess.run([sys.executable, "-c", code], cwd=UTILS.parent, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_the_command_line_is_built_without_torch():
+    """`attn check` starts its zygote (which imports torch) before it imports torch itself, so that the two imports
+    overlap: building the command line (the translator's commands included) must not import torch."""
+    _imports_in_a_fresh_process(
+        "import sys, utils.cli\nutils.cli.build_parser()\n"
+        "assert 'torch' not in sys.modules, 'building the command line imported torch'\n"
+        "import utils.translator\nassert 'torch' not in sys.modules\n"
+        "from utils.translator import Translator\nassert 'torch' in sys.modules and Translator.__name__ == 'Translator'")
+
+
+def test_the_course_goes_without_jsonschemas_iri_parser_and_still_validates_notebooks():
+    """utils/__init__.py keeps jsonschema from building its RFC 3987 parser (a second per process); notebooks are
+    validated as before (an invalid one is still refused)."""
+    _imports_in_a_fresh_process(
+        "import sys, utils.notebooks as nbs, nbformat, jsonschema\n"
+        "assert sys.modules.get('rfc3987_syntax') is None\n"
+        "nb = nbs.read(nbs.solution_path(nbs.assignments()[0]))\nnbformat.validate(nb)\n"
+        "nb.cells[0]['cell_type'] = 'nonsense'\n"
+        "try:\n    nbformat.validate(nb)\nexcept nbformat.ValidationError:\n    pass\n"
+        "else:\n    raise AssertionError('an invalid notebook passed')")

@@ -47,6 +47,7 @@ from . import course
 from .diagnose import diagnose
 from .failures import CheckFailure, CheckTimeout, Mistake, diagnosed, explained, translate_with
 from .i18n import N_, _, set_language  # noqa: F401 - set_language: the notebooks' setup cells import it from here
+from .notebooks import GRADER_ENV, grader_dir  # noqa: F401 - where the hidden tests are (no torch there)
 
 translate_with(_)  # the mistakes' and diagnoses' words, in the language the learner reads
 
@@ -65,8 +66,6 @@ _VARIED = re.compile(re.escape(VARIES) + r" \((?P<changed>\d+) of (?P<total>\d+)
                      r"training=self\.training\), or torch\.rand/randn in the computation\.")
 #: MIME type of the machine-readable result that ``attn check`` reads from a test cell.
 RESULT_MIME = "application/vnd.attn.check+json"
-#: Environment variable that points at the grader folder when it is not beside ``utils``.
-GRADER_ENV = "ATTN_GRADER_DIR"
 #: What a comparison calls the tensor it compares when the test cell does not say (translated where it is shown).
 OUTPUT = N_("output")
 
@@ -958,19 +957,6 @@ def report_html(report: dict[str, Any]) -> str:
 
 
 # -- the instructor side: where hidden tests and reference tensors live -----------------------
-def grader_dir() -> Path:
-    """The folder with hidden tests and reference tensors (``$ATTN_GRADER_DIR`` or ``<repo>/grader``)."""
-    configured = os.environ.get(GRADER_ENV)
-    path = Path(configured) if configured else Path(__file__).resolve().parent.parent / "grader"
-    if not path.is_dir():
-        raise FileNotFoundError(
-            f"The hidden tests are not here (looked for {path}). They ship with the course repository, "
-            f"not with student copies: grade with `attn check` inside a clone of the course, "
-            f"or set {GRADER_ENV} to the repository's grader/ folder."
-        )
-    return path
-
-
 _GRADERS: dict[str, ModuleType] = {}
 
 

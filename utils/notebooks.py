@@ -13,6 +13,8 @@ import nbformat
 from nbformat import NotebookNode
 
 ROOT = Path(__file__).resolve().parent.parent
+#: Environment variable that points at the grader folder when it is not beside ``utils``.
+GRADER_ENV = "ATTN_GRADER_DIR"
 SOLUTIONS = ROOT / "solutions"
 NOTEBOOKS = ROOT / "notebooks"
 #: Cells with one of these tags only show something (a timing, a sweep, a figure, a table) and leave nothing a later
@@ -150,3 +152,16 @@ def is_test_cell(cell: NotebookNode) -> bool:
 def is_answer_cell(cell: NotebookNode) -> bool:
     """A cell the learner writes in."""
     return bool(nbgrader_meta(cell).get("solution"))
+
+
+def grader_dir() -> Path:
+    """The folder with hidden tests and reference tensors (``$ATTN_GRADER_DIR`` or ``<repo>/grader``)."""
+    configured = os.environ.get(GRADER_ENV)
+    path = Path(configured) if configured else ROOT / "grader"
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"The hidden tests are not here (looked for {path}). They ship with the course repository, "
+            f"not with student copies: grade with `attn check` inside a clone of the course, "
+            f"or set {GRADER_ENV} to the repository's grader/ folder."
+        )
+    return path

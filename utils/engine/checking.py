@@ -409,12 +409,13 @@ class Engine:
     fresh zygote unless `one_learner` says every notebook graded here is the same learner's (their own JupyterLab).
     """
 
-    def __init__(self, *, one_learner: bool = False) -> None:
+    def __init__(self, *, one_learner: bool = False, zygote: Any = None) -> None:
+        """`zygote`: one already started (`attn check` starts it before importing torch, so both imports overlap)."""
         from .sandbox import isolation
 
         self.reuse = one_learner or isolation() is None
-        self._zygote: Any = None
-        self.started = 0  # zygotes started: the first, and one after each that could not be recycled
+        self._zygote: Any = zygote
+        self.started = int(zygote is not None)  # zygotes started: the first, and one after each not recycled
 
     def zygote(self) -> Any:
         from .sandbox import Zygote
