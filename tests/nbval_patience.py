@@ -6,8 +6,9 @@ workers, the kernel's iopub thread can be starved that long after a long trainin
 The cell's own time limit (--nbval-cell-timeout) is unchanged.
 """
 
-from __future__ import annotations
+from __future__ import annotations  # noqa: I001 - utils is imported before nbval, on purpose
 
+import utils  # noqa: F401 - first: then nbformat's jsonschema builds no IRI parser here (utils/__init__.py; 1 s)
 from nbval import plugin
 
 OUTPUT_TIMEOUT_S = 180
