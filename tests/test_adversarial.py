@@ -162,9 +162,16 @@ def _assert_expected(attack: dict, code: int, result: dict | None, err: str) -> 
 
 
 @pytest.mark.parametrize("attack", [a for a in ATTACKS if "hidden_all_fail" not in a], ids=lambda a: a["id"])
-def test_attack_earns_exactly_what_it_should(attack, tmp_path):
+def test_attack_earns_exactly_what_it_should(attack, tmp_path, monkeypatch):
     if attack.get("isolated") and not _isolated():
         pytest.skip("needs grading as root: without isolation the learner's code can read the grader's files")
+    if "endless" in attack["id"]:
+        # What is asked of an endless loop is that it costs its exercise alone, whatever the limit: 3 s, not 10, of a
+        # core spinning (the default limits are timed by `attn bench`, and graded with in the other attacks).
+        from utils.engine import checking
+
+        monkeypatch.setattr(checking, "EXERCISE_TIME_LIMIT_S", 3.0)
+        monkeypatch.setattr(checking, "LEARNER_CELL_TIME_LIMIT_S", 3.0)
     path = build(attack, nbs.ROOT, tmp_path)
     if "exit" in attack or not _isolated():
         code, result, err = grade_with(nbs.ROOT, path)  # the command's exit code and words are part of the answer
