@@ -133,6 +133,15 @@ def _data(path: str | None):
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    steps = args.steps or DEFAULT_STEPS
+    eval_every = args.eval_every
+    capped = bool(os.environ.get(STEPS_ENV))
+    if capped:  # refused before seconds of loading the data and the notebooks
+        value = os.environ[STEPS_ENV]
+        steps = int(value) if value.strip().isdigit() else 0
+        if steps < 1:
+            raise UserError(f"{STEPS_ENV}={value!r}: give a whole number of steps, at least 1")
+
     import torch
 
     from . import Batches, TrainConfig, Trainer, bleu, checkpoint_path, load_checkpoint, translate
@@ -152,13 +161,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     longest = max(len(s.split()) for p in train_pairs + held_out for s in (p.src, p.tgt)) + 2
     max_len = max(64, longest + 8)
     model = _build(answers, len(src_vocab), len(tgt_vocab), {"max_len": max_len})
-    steps = args.steps or DEFAULT_STEPS
-    eval_every = args.eval_every
-    if os.environ.get(STEPS_ENV):
-        value = os.environ[STEPS_ENV]
-        steps = int(value) if value.strip().isdigit() else 0
-        if steps < 1:
-            raise UserError(f"{STEPS_ENV}={value!r}: give a whole number of steps, at least 1")
+    if capped:
         eval_every = min(eval_every, steps)
         print(f"{STEPS_ENV}={steps}: training {steps} step{'s' if steps != 1 else ''} only")
     cfg = TrainConfig(steps=steps, eval_every=eval_every)
