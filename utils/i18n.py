@@ -540,6 +540,17 @@ def catalogue_problems(lang: str) -> list[str]:
     compiled = _io.BytesIO()
     write_mo(compiled, catalog, use_fuzzy=False)
     mo = catalogue_path(lang, "mo")
-    if not mo.is_file() or mo.read_bytes() != compiled.getvalue():
+    if not mo.is_file() or _mo_messages(mo.read_bytes()) != _mo_messages(compiled.getvalue()):
         problems.append(f"{mo.relative_to(nbs.ROOT)} is not {catalogue_path(lang).name} compiled: run `attn i18n --update`")
     return problems
+
+
+def _mo_messages(data: bytes) -> tuple[str | None, dict[tuple[Any, Any], Any]]:
+    """What gettext reads from a .mo file: its charset and its translations. Not its bytes: the header names the Babel
+    that wrote it ("Generated-By: Babel 2.18.0"), and a new Babel would otherwise make a current .mo look stale."""
+    import io as _io
+
+    from babel.messages.mofile import read_mo
+
+    catalog = read_mo(_io.BytesIO(data))
+    return catalog.charset, {(str(m.id), m.context): m.string for m in catalog if m.id}
