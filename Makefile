@@ -24,7 +24,7 @@ test: install
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n $(JOBS) --dist loadgroup
 
-# A maintainer's loop (about 2 minutes): lint, unit tests, notebook 01's grading round trips; no notebook executed.
+# A maintainer's loop (under 2 minutes): lint, unit tests, notebook 01's grading round trips; no notebook executed.
 test-fast: install
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n $(JOBS) --dist loadgroup -m "not slow"
