@@ -171,7 +171,7 @@ def test_a_warmed_zygote_hands_its_workers_the_corpus_and_answers_what_was_sent_
     try:
         assert corpus_in_a_new_worker(zygote, 0), "the control: a zygote not warmed has no corpus"
         zygote.warm("08_transformer_translator")
-        zygote.warm("01_attention_intuition")  # nothing to warm there: answered all the same
+        zygote.warm("01_attention_intuition")  # nothing to warm there: nothing is sent
         assert corpus_in_a_new_worker(zygote, 1)
         zygote.recycle()
         assert corpus_in_a_new_worker(zygote, 1), "a recycled zygote keeps what the course computed"

@@ -518,8 +518,6 @@ def update_catalogue(lang: str) -> tuple[int, int]:
 def catalogue_problems(lang: str) -> list[str]:
     """What keeps the catalogue of `lang` from being current: messages missing, untranslated, fuzzy or extra, a
     translation that drops a {placeholder}, or a .mo that is not the .po compiled."""
-    import io as _io
-
     from babel.messages.mofile import write_mo
 
     catalog = read_catalogue(lang)
@@ -537,7 +535,7 @@ def catalogue_problems(lang: str) -> list[str]:
             problems.append(f"fuzzy (its English changed): {msgid!r}")
         elif set(re.findall(r"\{[^{}]*\}", msgid)) != set(re.findall(r"\{[^{}]*\}", message.string)):
             problems.append(f"placeholders differ: {msgid!r} -> {message.string!r}")
-    compiled = _io.BytesIO()
+    compiled = io.BytesIO()
     write_mo(compiled, catalog, use_fuzzy=False)
     mo = catalogue_path(lang, "mo")
     if not mo.is_file() or _mo_messages(mo.read_bytes()) != _mo_messages(compiled.getvalue()):
@@ -548,9 +546,7 @@ def catalogue_problems(lang: str) -> list[str]:
 def _mo_messages(data: bytes) -> tuple[str | None, dict[tuple[Any, Any], Any]]:
     """What gettext reads from a .mo file: its charset and its translations. Not its bytes: the header names the Babel
     that wrote it ("Generated-By: Babel 2.18.0"), and a new Babel would otherwise make a current .mo look stale."""
-    import io as _io
-
     from babel.messages.mofile import read_mo
 
-    catalog = read_mo(_io.BytesIO(data))
+    catalog = read_mo(io.BytesIO(data))
     return catalog.charset, {(str(m.id), m.context): m.string for m in catalog if m.id}

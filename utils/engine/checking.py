@@ -519,12 +519,12 @@ def _program_text(source: str) -> str:
 def _grade(learner: NotebookNode, assignment: str, *, seed: int | None, started: float,
            engine: Engine | None, lang: str, only: str | None = None) -> Grading:
     from .remote import LearnerAbort, RemoteObject, WorkerLost
-    from .sandbox import Zygote, isolation, start_method
+    from .sandbox import Zygote, isolation
 
     # A new zygote starts importing torch & co. while this process loads the rest.
     zygote = engine.zygote() if engine is not None else Zygote(nbs.ROOT, [grader_dir()])
-    if engine is not None and start_method() == "fork" and course.notebook(assignment).warm:
-        zygote.warm(assignment)  # computed once in the zygote while this process loads the rest; every worker inherits it
+    if engine is not None:  # a zygote that grades again: what the notebook's workers all compute, computed there once
+        zygote.warm(assignment)
     source = i18n.translate(nbs.read(nbs.solution_path(assignment)), lang, assignment, strict=False)
     steps = plan(source, learner)
     if only is not None:

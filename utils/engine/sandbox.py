@@ -145,6 +145,7 @@ class Zygote:
 
     def __init__(self, course_root: Path, hidden: list[Path]) -> None:
         self.isolated = isolation() is None
+        self.start = start_method()
         self.hidden = hidden
         ours, theirs = socket.socketpair()
         self.control = ours
@@ -153,7 +154,7 @@ class Zygote:
             home = "/tmp/work"
             config = {"fd": fd, "keep": _keep_paths(course_root), "masks": _masks(course_root, hidden),
                       "env": worker_env(home, course_root), "isolated": True, "home": home,
-                      "userns": not _as_root(), "start": start_method()}
+                      "userns": not _as_root(), "start": self.start}
             cmd = [shutil.which("unshare") or "unshare", *namespace_flags(), "--kill-child", sys.executable, "-m",
                    "utils.engine.sandbox", json.dumps(config)]
             env = {**os.environ, "PYTHONPATH": str(course_root)}
@@ -161,7 +162,7 @@ class Zygote:
             home = tempfile.mkdtemp(prefix="attn-worker-")
             self.token = f"attn-{os.getpid()}-{time.monotonic_ns()}"
             config = {"fd": fd, "env": worker_env(home, course_root, self.token), "isolated": False, "home": home,
-                      "start": start_method()}
+                      "start": self.start}
             cmd = [sys.executable, "-m", "utils.engine.sandbox", json.dumps(config)]
             env = {**os.environ, "PYTHONPATH": str(course_root)}
         self.home = home
@@ -227,7 +228,12 @@ class Zygote:
     def warm(self, notebook: str) -> None:
         """Ask the zygote to run the course's warm-up functions for `notebook` (`utils.course.Notebook.warm`) before
         it starts the next worker, which then inherits what they computed. Returns at once: the zygote's answer is
-        read before the next request (instant when it was warmed before: what they compute is kept)."""
+        read before the next request (instant when it was warmed before: what they compute is kept). Nothing to do
+        for a notebook without warm-up functions, or where workers are spawned (they inherit nothing)."""
+        from .. import course
+
+        if self.start != "fork" or not course.notebook(notebook).warm:
+            return
         self.control.sendall(json.dumps({"op": "warm", "notebook": notebook}).encode() + b"\n")
         self._unread += 1
 
@@ -421,9 +427,8 @@ def _warm(notebook: str) -> bool:
 
     from .. import course
 
-    wanted = next((n.warm for n in course.NOTEBOOKS if n.id == notebook), ())
     try:
-        for target in wanted:
+        for target in course.notebook(notebook).warm:
             module, function = target.split(":")
             getattr(importlib.import_module(module), function)()
     except Exception:  # noqa: BLE001 - a warm-up saves time, it is never needed: the workers compute it themselves
