@@ -163,3 +163,24 @@ def test_the_course_goes_without_jsonschemas_iri_parser_and_still_validates_note
         "nb.cells[0]['cell_type'] = 'nonsense'\n"
         "try:\n    nbformat.validate(nb)\nexcept nbformat.ValidationError:\n    pass\n"
         "else:\n    raise AssertionError('an invalid notebook passed')")
+
+
+def test_in_the_course_environment_jupyters_own_processes_go_without_the_iri_parser_too():
+    """utils/bootstrap.py writes a startup line (a .pth file) into the virtual environment it installs into, so that
+    processes that never import `utils` (JupyterLab, nbgrader, a kernel) skip the parser as well, and still validate."""
+    from utils import bootstrap
+
+    path = bootstrap.write_startup()  # what `make install` wrote; written again, so this holds in any virtual env
+    if path is None:
+        pytest.skip("not a virtual environment: the bootstrap changes nothing for other programs there")
+    assert Path(path).read_text().splitlines()[1] == bootstrap.STARTUP_LINE.strip()
+    proc = subprocess.run([sys.executable, "-c",
+                           "import sys, nbformat, jupyter_events.validators, nbgrader.apps\n"
+                           "assert 'utils' not in sys.modules\n"
+                           "assert sys.modules.get('rfc3987_syntax') is None, 'the IRI parser was built'\n"
+                           "nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell('1')])\n"
+                           "nbformat.validate(nb)\nnb.cells[0]['cell_type'] = 'nonsense'\n"
+                           "try:\n    nbformat.validate(nb)\nexcept nbformat.ValidationError:\n    pass\n"
+                           "else:\n    raise AssertionError('an invalid notebook passed')"],
+                          cwd="/", capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]

@@ -44,3 +44,42 @@ def test_the_notebooks_need_only_the_core_dependencies():
         for cell in nbs.read(nbs.solution_path(assignment)).cells:
             for module in re.findall(r"^\s*(?:from|import) ([\w.]+)", cell.source, re.M):
                 assert module.split(".")[0].lower() not in extras, f"{assignment} imports {module}, an extra"
+
+
+# What `pip config list` prints on the CI machine (files and PIP_* variables), with a second find-links and a section
+# that does not apply to `pip install` added.
+PIP_CONFIG = """\
+:env:.cert='/etc/ssl/certs/ca-certificates.crt'
+:env:.default-timeout='180'
+:env:.disable-pip-version-check='1'
+:env:.find-links='/opt/wheels'
+global.cert='/etc/ssl/certs/ca-certificates.crt'
+global.constraint='/etc/xdg/pip/constraints.txt'
+global.extra-index-url='file:///opt/pypi/simple file:///opt/pypi-more/simple'
+global.find-links='/somewhere/else'
+freeze.exclude='uv'
+"""
+
+
+def test_uv_is_given_the_indexes_constraints_and_certificate_pip_is_configured_with():
+    settings = bootstrap.pip_settings(PIP_CONFIG)
+    assert settings["find-links"] == "/opt/wheels", "a PIP_* variable overrides the configuration files, as in pip"
+    assert "exclude" not in settings, "only the sections that apply to `pip install`"
+    options, env = bootstrap.uv_options(settings)
+    pairs = list(zip(options[::2], options[1::2]))
+    assert ("--index-strategy", "unsafe-best-match") in pairs, "pip takes the best version over all its indexes"
+    assert ("--extra-index-url", "file:///opt/pypi/simple") in pairs and (
+        "--extra-index-url", "file:///opt/pypi-more/simple") in pairs
+    assert ("--find-links", "/opt/wheels") in pairs and ("--find-links", "/somewhere/else") not in pairs
+    assert ("--constraint", "/etc/xdg/pip/constraints.txt") in pairs, "pip's cap on PyTorch holds for uv too"
+    assert env == {"SSL_CERT_FILE": "/etc/ssl/certs/ca-certificates.crt", "UV_HTTP_TIMEOUT": "180"}
+
+    mirror = bootstrap.pip_settings("global.index-url='https://pypi.tuna.tsinghua.edu.cn/simple'\n")
+    assert bootstrap.uv_options(mirror)[0][2:] == ["--index-url", "https://pypi.tuna.tsinghua.edu.cn/simple"]
+    assert bootstrap.uv_options({}) == (["--index-strategy", "unsafe-best-match"], {})
+
+
+@pytest.mark.parametrize("setting", ["global.proxy='http://proxy:3128'", "install.no-index='true'",
+                                     ":env:.client-cert='/home/me/cert.pem'"])
+def test_pip_installs_the_course_where_it_is_configured_in_a_way_uv_is_not_told_about(setting):
+    assert bootstrap.uv_options(bootstrap.pip_settings(PIP_CONFIG + setting + "\n")) is None

@@ -364,14 +364,37 @@ def test_release_writes_the_chinese_solutions_for_nbgrader():
             shutil.rmtree(target, ignore_errors=True)
 
 
-def test_bootstrap_keeps_an_installed_pytorch_and_says_what_it_downloaded():
+@pytest.mark.parametrize("installer", ["uv", "pip"])
+def test_bootstrap_keeps_an_installed_pytorch_and_says_what_it_downloaded(installer):
     """README's route without make: `python -m utils.bootstrap` in the environment the tests run in keeps its
-    PyTorch (in the supported range) and installs nothing new: it says so, and how many MB it downloaded."""
-    proc = subprocess.run([sys.executable, "-m", "utils.bootstrap", "--extras", "lab,dev"], cwd=ROOT,
+    PyTorch (in the supported range) and installs nothing new: it says so, which installer installed the course
+    (uv; pip where ATTN_INSTALLER=pip, or where uv cannot be used), and how many MB it downloaded."""
+    env = {**os.environ, "ATTN_INSTALLER": installer}
+    proc = subprocess.run([sys.executable, "-m", "utils.bootstrap", "--extras", "lab,dev"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert re.search(r"PyTorch \S+ is installed and supported: kept", proc.stdout), proc.stdout
+    assert f"(lab,dev), installed by {installer}:" in proc.stdout, proc.stdout
     assert re.search(r"downloaded in all: \d+ MB", proc.stdout), proc.stdout
+
+
+def test_bootstrap_falls_back_to_pip_where_uv_fails(monkeypatch, capsys):
+    """Where uv fails (an index it cannot read, say), pip installs the course, and the learner is told why."""
+    from utils import bootstrap
+
+    calls = []
+    monkeypatch.setattr(bootstrap, "install_torch", lambda: 0.0)
+    monkeypatch.setattr(bootstrap, "uv", lambda *args: (2, 1.5, "error: Failed to fetch: https://mirror.example/simple"))
+    monkeypatch.setattr(bootstrap, "pip", lambda *args, **kw: calls.append(args) or (0, 3.0, ""))
+    assert bootstrap.main(["--extras", "lab"]) == 0
+    out = capsys.readouterr().out
+    assert calls == [("-e", f"{ROOT}[lab]")], calls
+    assert "uv could not install the course; pip installs it instead" in out and "mirror.example" in out, out
+    assert "installed by pip: 4 MB downloaded" in out and "downloaded in all: 4 MB" in out, out
+
+    monkeypatch.setattr(bootstrap, "pip", lambda *args, **kw: (1, 0.0, "ERROR: No matching distribution for nbgrader"))
+    with pytest.raises(SystemExit, match="could not be installed:\nERROR: No matching distribution"):
+        bootstrap.main([])
 
 
 def test_attn_table_options_exist():
