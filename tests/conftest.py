@@ -60,6 +60,7 @@ SLOW = ("test_nbval.py", "test_browser", "test_hub.py", "test_submission_files.p
         "test_translator.py", "test_stored_outputs.py", "test_engine.py", "test_isolation.py", "test_readme.py")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the xdist_group marks added here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     def rank(item: pytest.Item) -> int:
         return next((i for i, key in enumerate(LONGEST_FIRST) if key in item.nodeid), len(LONGEST_FIRST))

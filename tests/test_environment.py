@@ -1,6 +1,9 @@
 """environment.yml (conda route), pyproject.toml (pip route) and utils/bootstrap.py must agree."""
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -83,3 +86,24 @@ def test_uv_is_given_the_indexes_constraints_and_certificate_pip_is_configured_w
                                      ":env:.client-cert='/home/me/cert.pem'"])
 def test_pip_installs_the_course_where_it_is_configured_in_a_way_uv_is_not_told_about(setting):
     assert bootstrap.uv_options(bootstrap.pip_settings(PIP_CONFIG + setting + "\n")) is None
+
+
+def test_tests_grouped_for_one_worker_run_on_one_worker(tmp_path):
+    """`make test` runs with --dist loadgroup so that the tests sharing an expensive module fixture (conftest.py's
+    SHARED_FIXTURE) run on one worker, which builds it once. With pytest 9.2 and pytest-xdist 3.8 the groups are
+    silently ignored (pytest-dev/pytest-xdist#1386): this fails where they are."""
+    (tmp_path / "conftest.py").write_text(
+        "import pytest\n\n@pytest.hookimpl(tryfirst=True)\ndef pytest_collection_modifyitems(items):\n"
+        "    for item in items:\n        item.add_marker(pytest.mark.xdist_group('one'))\n")
+    (tmp_path / "test_grouped.py").write_text(
+        "import os, pathlib, pytest\n\n@pytest.mark.parametrize('i', range(8))\ndef test_where(i):\n"
+        "    (pathlib.Path(os.environ['RAN']) / str(i)).write_text(os.environ['PYTEST_XDIST_WORKER'])\n")
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider",
+                           "-q", str(tmp_path)], cwd=tmp_path, env={**os.environ, "RAN": str(ran)},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    workers = {p.read_text() for p in ran.iterdir()}
+    assert len(list(ran.iterdir())) == 8 and len(workers) == 1, (
+        f"one group ran on {sorted(workers)}: pytest-xdist's loadgroup does not group with this pytest")
