@@ -42,13 +42,19 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["MPLCONFIGDIR"] = str(home / "mpl")
     os.environ["IPYTHONDIR"] = str(home / "ipython")
     os.environ["JUPYTER_RUNTIME_DIR"] = str(home / "runtime")
+    # pytest-xdist's loadgroup hands out its units largest group first, which would start the longest single tests
+    # (LONGEST_FIRST) only after every group: keep the collection order instead (--no-loadscope-reorder).
+    config.option.loadscopereorder = False
 
 
-#: Tests that take a minute or more, longest first: started first, so that two workers finish together rather than
-#: one waiting for the other's last long test (pytest-xdist hands out tests in collection order).
-LONGEST_FIRST = ("test_nbval.py::test_solution_notebook_passes_nbval[08", "test_browser.py", "test_hub.py",
-                 "test_nbgrader_flow.py::test_generate_autograde", "test_sandbox_userns.py", "test_submission_files.py",
-                 "test_nbval.py")
+#: Tests (and groups of tests, SHARED_FIXTURE) that take half a minute or more, longest first: started first, so that
+#: two workers finish together rather than one waiting for the other's last long test (pytest-xdist hands out units
+#: in collection order; pytest_configure keeps it from reordering them). Measured 2026-11-26: 08 nbval 226 s, the
+#: browser 85-114 s, the hostile submission in a browser 82 s, test_cli 72 s, test_readme 76 s, test_translator 53 s.
+LONGEST_FIRST = ("test_nbval.py::test_solution_notebook_passes_nbval[08", "test_browser.py", "test_browser_untrusted.py",
+                 "test_readme.py", "test_cli.py", "test_translator.py", "test_submission_files.py",
+                 "test_nbgrader_flow.py::test_generate_autograde", "test_hub.py", "test_engine.py::test_the_same",
+                 "test_sandbox_userns.py", "test_nbval.py")
 #: Files whose tests share an expensive module fixture (a JupyterLab, Unix users, graded plants): one worker runs them
 #: all (`make test` distributes with --dist loadgroup), so the fixture is built once.
 SHARED_FIXTURE = ("test_browser.py", "test_browser_untrusted.py", "test_submission_files.py", "test_feedback_quality.py",
