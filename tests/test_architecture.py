@@ -153,6 +153,13 @@ def test_the_command_line_is_built_without_torch():
         "from utils.translator import Translator\nassert 'torch' in sys.modules and Translator.__name__ == 'Translator'")
 
 
+#: Code for a fresh process that has validated a notebook `nb`: the same notebook made invalid must be refused.
+STILL_REFUSES_AN_INVALID_NOTEBOOK = (
+    "nb.cells[0]['cell_type'] = 'nonsense'\n"
+    "try:\n    nbformat.validate(nb)\nexcept nbformat.ValidationError:\n    pass\n"
+    "else:\n    raise AssertionError('an invalid notebook passed')")
+
+
 def test_the_course_goes_without_jsonschemas_iri_parser_and_still_validates_notebooks():
     """utils/__init__.py keeps jsonschema from building its RFC 3987 parser (a second per process); notebooks are
     validated as before (an invalid one is still refused)."""
@@ -160,9 +167,7 @@ def test_the_course_goes_without_jsonschemas_iri_parser_and_still_validates_note
         "import sys, utils.notebooks as nbs, nbformat, jsonschema\n"
         "assert sys.modules.get('rfc3987_syntax') is None\n"
         "nb = nbs.read(nbs.solution_path(nbs.assignments()[0]))\nnbformat.validate(nb)\n"
-        "nb.cells[0]['cell_type'] = 'nonsense'\n"
-        "try:\n    nbformat.validate(nb)\nexcept nbformat.ValidationError:\n    pass\n"
-        "else:\n    raise AssertionError('an invalid notebook passed')")
+        + STILL_REFUSES_AN_INVALID_NOTEBOOK)
 
 
 def test_in_the_course_environment_jupyters_own_processes_go_without_the_iri_parser_too():
@@ -179,8 +184,6 @@ def test_in_the_course_environment_jupyters_own_processes_go_without_the_iri_par
                            "assert 'utils' not in sys.modules\n"
                            "assert sys.modules.get('rfc3987_syntax') is None, 'the IRI parser was built'\n"
                            "nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell('1')])\n"
-                           "nbformat.validate(nb)\nnb.cells[0]['cell_type'] = 'nonsense'\n"
-                           "try:\n    nbformat.validate(nb)\nexcept nbformat.ValidationError:\n    pass\n"
-                           "else:\n    raise AssertionError('an invalid notebook passed')"],
+                           "nbformat.validate(nb)\n" + STILL_REFUSES_AN_INVALID_NOTEBOOK],
                           cwd="/", capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -82,6 +82,11 @@ def wants_cpu_index() -> bool:
     return shutil.which("nvidia-smi") is None and not os.path.exists("/proc/driver/nvidia")
 
 
+def _downloaded_mb(out: str) -> float:
+    """The MB an installer says it downloaded ("Downloading x (12.3 MB)" from pip, "(12.3MiB)" from uv)."""
+    return sum(float(n) * _UNITS[unit] for n, unit in _DOWNLOADING.findall(out))
+
+
 def pip(*args: str, quiet_timeout: bool = False) -> tuple[int, float, str]:
     """Run pip in this Python; returns (exit code, MB downloaded, the last lines it printed)."""
     cmd = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "off", *args]
@@ -89,7 +94,7 @@ def pip(*args: str, quiet_timeout: bool = False) -> tuple[int, float, str]:
         cmd += ["--timeout", "5", "--retries", "0"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     out = proc.stdout + proc.stderr
-    downloaded = sum(float(n) * _UNITS[unit] for n, unit in _DOWNLOADING.findall(out))
+    downloaded = _downloaded_mb(out)
     tail = "\n".join(line for line in out.splitlines() if "is ignored" not in line)[-3000:]
     return proc.returncode, downloaded, tail
 
@@ -164,7 +169,7 @@ def uv(*args: str) -> tuple[int, float, str] | None:
            *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env})
     out = proc.stdout + proc.stderr
-    downloaded = got + sum(float(n) * _UNITS[unit] for n, unit in _DOWNLOADING.findall(out))
+    downloaded = got + _downloaded_mb(out)
     return proc.returncode, downloaded, out[-3000:]
 
 

@@ -490,7 +490,6 @@ def read_catalogue(lang: str) -> Any:
 def update_catalogue(lang: str) -> tuple[int, int]:
     """Bring locale/<lang>/LC_MESSAGES/attn.po in step with the sources (new messages empty, vanished ones dropped,
     changed ones fuzzy) and compile its .mo; returns (messages, untranslated)."""
-    from babel.messages.mofile import write_mo
     from babel.messages.pofile import write_po
 
     catalog = read_catalogue(lang)
@@ -508,8 +507,7 @@ def update_catalogue(lang: str) -> tuple[int, int]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as f:
         write_po(f, catalog, width=120, sort_output=True, include_previous=True)
-    with catalogue_path(lang, "mo").open("wb") as f:
-        write_mo(f, catalog, use_fuzzy=False)
+    catalogue_path(lang, "mo").write_bytes(compile_mo(catalog))
     _catalogue.cache_clear()
     missing = sum(1 for m in catalog if m.id and (not m.string or m.fuzzy))
     return len([m for m in catalog if m.id]), missing
@@ -518,8 +516,6 @@ def update_catalogue(lang: str) -> tuple[int, int]:
 def catalogue_problems(lang: str) -> list[str]:
     """What keeps the catalogue of `lang` from being current: messages missing, untranslated, fuzzy or extra, a
     translation that drops a {placeholder}, or a .mo that is not the .po compiled."""
-    from babel.messages.mofile import write_mo
-
     catalog = read_catalogue(lang)
     have = {m.id: m for m in catalog if m.id}
     wanted = extract()
@@ -535,12 +531,19 @@ def catalogue_problems(lang: str) -> list[str]:
             problems.append(f"fuzzy (its English changed): {msgid!r}")
         elif set(re.findall(r"\{[^{}]*\}", msgid)) != set(re.findall(r"\{[^{}]*\}", message.string)):
             problems.append(f"placeholders differ: {msgid!r} -> {message.string!r}")
-    compiled = io.BytesIO()
-    write_mo(compiled, catalog, use_fuzzy=False)
     mo = catalogue_path(lang, "mo")
-    if not mo.is_file() or _mo_messages(mo.read_bytes()) != _mo_messages(compiled.getvalue()):
+    if not mo.is_file() or _mo_messages(mo.read_bytes()) != _mo_messages(compile_mo(catalog)):
         problems.append(f"{mo.relative_to(nbs.ROOT)} is not {catalogue_path(lang).name} compiled: run `attn i18n --update`")
     return problems
+
+
+def compile_mo(catalog: Any) -> bytes:
+    """A Babel catalogue compiled to the .mo that gettext reads (fuzzy translations left out)."""
+    from babel.messages.mofile import write_mo
+
+    out = io.BytesIO()
+    write_mo(out, catalog, use_fuzzy=False)
+    return out.getvalue()
 
 
 def _mo_messages(data: bytes) -> tuple[str | None, dict[tuple[Any, Any], Any]]:
