@@ -126,29 +126,33 @@ def test_the_same_submissions_score_the_same_before_and_after_the_engine_change(
 
 
 def test_the_hidden_inputs_are_fixed_by_the_answers_and_change_with_them():
-    """Grading the same answers twice (a regrade, `attn check` again, the Chinese copy) meets the same hidden inputs, so
-    a partly wrong answer gets the same score every time; changing an answer changes them; the course's own cells,
-    comments, docstrings and the notebook's language do not."""
+    """Grading the same notebook twice (a regrade, `attn check` again, feedback in another language) meets the same
+    hidden inputs, so a partly wrong answer gets the same score every time; any change to the learner's code changes
+    them, comments and docstrings included (utils/engine/seed.py hashes the whole source with the grading side's
+    key: tests/test_seed_key.py); the course's own cells do not."""
     from utils import i18n
     from utils.engine.checking import submission_seed
 
+    key = bytes(range(32))
     nb = nbs.read(nbs.solution_path("02_scaled_dot_product_attention"))
-    seed = submission_seed(nb)
-    assert submission_seed(nbs.read(nbs.solution_path("02_scaled_dot_product_attention"))) == seed
-    assert submission_seed(i18n.translate(nb, "zh", "02_scaled_dot_product_attention")) == seed
+    seed = submission_seed(nb, key)
+    assert submission_seed(nbs.read(nbs.solution_path("02_scaled_dot_product_attention")), key) == seed
+    # The Chinese copy's answer cells carry translated docstrings: another notebook, other inputs.
+    assert submission_seed(i18n.translate(nb, "zh", "02_scaled_dot_product_attention"), key) != seed
     answer = next(c for c in nb.cells if nbs.nbgrader_meta(c).get("solution") and c.cell_type == "code")
     course_cell = next(c for c in nb.cells if c.cell_type == "code" and not nbs.nbgrader_meta(c).get("solution")
                        and nbs.nbgrader_meta(c).get("grade_id"))
     original = answer.source
     answer.source = original.replace("\n", "\n# a comment of the learner's\n", 1)
-    assert submission_seed(nb) == seed
+    assert submission_seed(nb, key) != seed
     answer.source = original + "\nx_learner = 1\n"
-    assert submission_seed(nb) != seed
+    assert submission_seed(nb, key) != seed
     answer.source = original
+    assert submission_seed(nb, key) == seed
     course_cell.source += "\nprint('a demo the learner changed')\n"
-    assert submission_seed(nb) == seed
+    assert submission_seed(nb, key) == seed
     nb.cells.append(nbformat.v4.new_code_cell("helper = 2"))  # a cell the learner added: their code
-    assert submission_seed(nb) != seed
+    assert submission_seed(nb, key) != seed
 
 
 CORPUS_KEPT = ("from utils.translator.corpus import _generate_corpus\n"

@@ -68,8 +68,8 @@ def test_an_unprivileged_instructor_grades_in_a_sandbox_as_strong_as_roots(tmp_p
             if (nbs.ROOT / rel).is_file():
                 (clone / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(nbs.ROOT / rel, clone / rel)
+        before = _course_state(clone)  # the key grading makes on first use made first, then the clone handed over
         subprocess.run(["chown", "-R", f"{entry.pw_uid}:{entry.pw_gid}", str(clone)], check=True)
-        before = _tree_digest(clone)
         proc = run_as(INSTRUCTOR, [sys.executable, "-c", PROBE, str(clone), *(a["id"] for a in CHOSEN)],
                       cwd=clone, env={"PYTHONPATH": str(clone)}, timeout=900)
         report = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -26,7 +26,6 @@ import math
 import os
 import textwrap
 import time
-import tokenize
 import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from nbformat import NotebookNode
 from .. import course, i18n
 from .. import notebooks as nbs
 from ..grading import VARIES, CheckContext, Checker, grader_dir, load_grader, load_references, standing_in
+from .seed import submission_seed  # the hidden inputs' seed (a key of the grading side's)
 
 #: Seconds the checks of one exercise may take, all calls into the learner's code included.
 EXERCISE_TIME_LIMIT_S = float(os.environ.get("ATTN_EXERCISE_TIME_LIMIT", "10"))
@@ -482,38 +482,6 @@ def grade(learner: NotebookNode, assignment: str, *, seed: int | None = None, en
             return _grade(learner, assignment, seed=seed, started=started, engine=engine, lang=lang, only=only)
     finally:
         torch.set_num_threads(threads)
-
-
-def submission_seed(learner: NotebookNode) -> int:
-    """The hidden checks' random seed: a keyed hash of the learner's own code (the answer cells and any cell the
-    learner added), comments and docstrings left out.
-
-    The same answers always meet the same inputs, so grading them again (the learner's `attn check`, an instructor's
-    regrade, the same answers in the other language's notebook) gives the same score to the last digit. Any change to
-    an answer changes every input, and the inputs depend on the answer itself: no answer can be written for them.
-    Tokens, not an AST: CPython 3.11's `ast` is not safe to use from two threads at once, and grading may be."""
-    digest = hashlib.blake2b(b"attention-course hidden inputs", digest_size=8)
-    for cell in learner.cells:
-        meta = nbs.nbgrader_meta(cell)
-        if cell.cell_type != "code" or (meta.get("grade_id") and not meta.get("solution")):
-            continue
-        digest.update(_program_text(cell.source).encode() + b"\0")
-    return int.from_bytes(digest.digest(), "big") >> 4
-
-
-def _program_text(source: str) -> str:
-    """A cell's tokens without comments, blank lines and docstrings (a string alone on its line); its text as it is
-    where it does not tokenize (a cell magic, a syntax error)."""
-    try:
-        tokens = [(t.type, t.string) for t in tokenize.generate_tokens(io.StringIO(source).readline)
-                  if t.type not in (tokenize.COMMENT, tokenize.NL)]
-    except (tokenize.TokenError, SyntaxError):
-        return source
-    starts = (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)
-    kept = [tok for i, tok in enumerate(tokens)
-            if not (tok[0] == tokenize.STRING and (i == 0 or tokens[i - 1][0] in starts)
-                    and i + 1 < len(tokens) and tokens[i + 1][0] == tokenize.NEWLINE)]
-    return "\x1f".join(f"{kind}:{text}" for kind, text in kept)
 
 
 def _grade(learner: NotebookNode, assignment: str, *, seed: int | None, started: float,
