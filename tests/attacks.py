@@ -228,6 +228,13 @@ ATTACKS: list[dict] = [
          "    os.setsid()\n"
          "    os.execvp('sleep', ['sleep', '4242.25'])\n")}],
      "total": 10.0, "no_process": "4242.25"},
+    {"id": "fork-bomb-in-a-function", "category": "resource exhaustion", "base": "solved",
+     # 16 processes that spin, each in a session (and so a share of the CPU) of its own, started by every call: the
+     # grading of this submission stops at once, the exercises before it keep their points (tests/test_budgets.py).
+     "edits": [{"op": "replace", "cell": "attention_pool", "old": "scores = keys @ query",
+                "new": ("import os\n    for _ in range(16):\n        if os.fork() == 0:\n            os.setsid()\n"
+                        "            while True:\n                pass\n    scores = keys @ query")}],
+     "scores": {"softmax": 3.0, "attention_pool": 0.0, "additive_scores": 0.0}},
     {"id": "output-flood", "category": "honest learner", "base": "solved",
      "edits": [{"op": "replace", "cell": "softmax", "old": "shifted = ",
                 "new": "print('x' * 2_000_000)\n    shifted = "}],

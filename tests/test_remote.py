@@ -40,6 +40,11 @@ def loop():
     while True:
         pass
 
+
+def nap():
+    import time
+    time.sleep(3600)
+
 def fail():
     raise ValueError("shapes (3,) and (4,) disagree")
 
@@ -138,16 +143,26 @@ def test_peak_memory_is_read_from_outside_the_worker(worker):
     assert small < 16 * 2**20 < 60 * 2**20 < large
 
 
-def test_a_worker_past_its_deadline_is_killed(worker):
+@pytest.mark.parametrize("call, seconds, reason", [("loop", 1.0, "cpu"), ("nap", 0.5, "wall")])
+def test_a_worker_past_its_budget_is_killed_for_the_right_reason(worker, call, seconds, reason):
+    """A loop spends the budget's CPU seconds; code that waits instead spends WALL_FACTOR times as many on the clock."""
     import time
 
-    zygote = worker.zygote
-    w = Worker(zygote)
+    from utils.engine.remote import WALL_FACTOR
+
+    w = Worker(worker.zygote)
     w.exchange({"op": "run_cell", "source": LEARNER, "name": "learner"}, None, None)
-    w.deadline = time.monotonic() + 1
-    with pytest.raises(WorkerLost, match="timeout"):
-        remote(w, "loop")()
+    w.deadline = w.budget(seconds)
+    started = time.monotonic()
+    with pytest.raises(WorkerLost, match=f"^{reason}$"):
+        remote(w, call)()
+    took = time.monotonic() - started
     assert not w.alive
+    cpu, _ = w.deadline.used()
+    if reason == "cpu":
+        assert seconds <= cpu < seconds + 1.0 and took < seconds * WALL_FACTOR, (cpu, took)
+    else:
+        assert seconds * WALL_FACTOR <= took < seconds * WALL_FACTOR + 1.0 and cpu < seconds, (cpu, took)
 
 
 def test_plan_runs_the_course_cells_and_grades_course_tests_in_the_course_order():
@@ -207,7 +222,8 @@ def test_the_checker_diagnoses_a_random_output_while_grading(fresh_worker):
     from utils.engine.checking import GradingContext
     from utils.grading import Checker
 
-    check = Checker("noisy", 1, context=GradingContext(seed=0, hidden=None, worker=worker, started=0.0))
+    check = Checker("noisy", 1, context=GradingContext(
+        seed=0, hidden=None, worker=worker, budget=worker.budget(10), outer=worker.budget(60)))
     x = torch.randn(50)
     with check("deterministic"):
         check.close(remote(worker, "noisy")(x), x, "output")

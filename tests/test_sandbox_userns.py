@@ -22,12 +22,12 @@ import pytest
 from utils import notebooks as nbs
 
 from .attacks import ATTACKS
-from .test_adversarial import _tree_digest
+from .test_adversarial import _course_state, _tree_digest
 from .unix_users import INSTRUCTOR, ensure_user, require_unix_users, run_as
 
 pytestmark = pytest.mark.slow
 CHOSEN = [a for a in ATTACKS if a.get("isolated") or a.get("writes") or a.get("unsafe")
-          or a["id"] in ("background-processes-left-behind", "endless-loop-in-a-function")]
+          or a["id"] in ("background-processes-left-behind", "endless-loop-in-a-function", "fork-bomb-in-a-function")]
 PROBE = """
 import json, sys, tempfile
 from pathlib import Path

@@ -7,8 +7,10 @@ learner's cells in the course's order: each course cell as the course wrote it, 
 wrote it, and the cells the learner added where they put them. Cells the learner added, duplicated, renamed or
 re-tagged never count as tests; a test cell they moved or deleted is graded after its answer cell all the same.
 
-Every exercise has a time limit enforced from here: past it the worker is killed (with everything it started)
-and a fresh one replays the learner's definitions for the next exercise. Whatever the worker does (exit, crash,
+Every exercise has a limit enforced from here, in CPU time of all the learner's processes together (a busy machine
+stretches the wall clock, not that), with a backstop on the wall clock for code that waits: past it the worker is
+killed (with everything it started) and a fresh one replays the learner's definitions for the next exercise. A
+submission whose processes compute beside the worker, or fill memory together (a fork bomb), is stopped whole. Whatever the worker does (exit, crash,
 loop, flood its output, patch anything in its own process), an exercise scores a number between 0 and its
 points, and the total is the assignment's.
 """
@@ -39,14 +41,17 @@ from nbformat import NotebookNode
 from .. import course, i18n
 from .. import notebooks as nbs
 from ..grading import VARIES, CheckContext, Checker, grader_dir, load_grader, load_references, standing_in
+from .remote import WALL_FACTOR, Budget
+from .sandbox import MEMORY_MB
 from .seed import submission_seed  # the hidden inputs' seed (a key of the grading side's)
 
-#: Seconds the checks of one exercise may take, all calls into the learner's code included.
+#: CPU seconds the learner's code may spend while one exercise is checked, all its processes together (and
+#: remote.WALL_FACTOR times as many seconds on the wall clock, for code that waits instead of computing).
 EXERCISE_TIME_LIMIT_S = float(os.environ.get("ATTN_EXERCISE_TIME_LIMIT", "10"))
-#: Seconds one cell may run: the learner's own cells, and the course's cells (demos that call the learner's code).
+#: CPU seconds one cell may take, likewise: the learner's own cells, and the course's (demos that call their code).
 LEARNER_CELL_TIME_LIMIT_S = float(os.environ.get("ATTN_CELL_TIME_LIMIT", "10"))
 COURSE_CELL_TIME_LIMIT_S = max(20.0, LEARNER_CELL_TIME_LIMIT_S)
-#: Seconds a whole notebook may take; exercises not reached by then score 0.
+#: Seconds (wall clock) a whole notebook may take; exercises not reached by then score 0.
 TOTAL_TIME_LIMIT_S = float(os.environ.get("ATTN_TOTAL_TIME_LIMIT", "300"))
 #: Folders whose files grading must never change (checked around every run that is not isolated).
 PROTECTED = ("grader", "utils", "solutions")
@@ -160,12 +165,13 @@ def free_names(source: str) -> set[str]:
 class GradingContext(CheckContext):
     """Checks run by the grader (`utils.grading.CheckContext` says what differs from the learner's kernel)."""
 
-    def __init__(self, *, seed: int, hidden: tuple[Any, dict] | None, worker: Any, started: float,
-                 subject: Any = None) -> None:
+    def __init__(self, *, seed: int, hidden: tuple[Any, dict] | None, worker: Any, budget: Budget,
+                 outer: Budget, subject: Any = None) -> None:
         self.seed_base = seed
         self.preloaded = hidden  # (the grader module, its references), loaded before any learner code ran
         self.worker = worker
-        self.started = started
+        self.budget = budget  # the exercise's, from its start
+        self.outer = outer  # the notebook's
         self.subject = subject  # the learner's object for this exercise (a proxy), for `STAND_INS`
 
     def seed(self, checker: Checker, index: int) -> int:
@@ -176,7 +182,7 @@ class GradingContext(CheckContext):
         return contextlib.nullcontext()  # the grader's deadline on the worker rules
 
     def set_time_limit(self, checker: Checker, seconds: float) -> None:
-        self.worker.deadline = self.started + seconds
+        self.worker.deadline = Budget(seconds, self.worker.usage, outer=self.outer, since=self.budget)
 
     def around(self, checker: Checker, name: str) -> contextlib.AbstractContextManager:
         """A visible check of a composite exercise runs with the grader's parts standing in.
@@ -276,13 +282,14 @@ def _why_missing(steps: list[Step], learner_ids: set[str]) -> dict[str, str]:
 class _Session:
     """A worker and the cells it has run, so that a fresh worker can pick up where a killed one stopped."""
 
-    def __init__(self, zygote: Any, deadline: float, engine: Engine | None = None) -> None:
+    def __init__(self, zygote: Any, deadline: Budget, engine: Engine | None = None) -> None:
         self.zygote = zygote
         self.engine = engine
         self.deadline = deadline
         self.worker: Any = None
         self.done: list[Step] = []
         self.lost = False  # after a worker had to be killed, course demos are no longer replayed or run
+        self.stopped: str | None = None  # why grading of this notebook stopped (a fork bomb): nothing more runs
         self.names: dict[str, str] = {}
 
     def _start(self) -> None:
@@ -317,7 +324,7 @@ class _Session:
         from .remote import WorkerLost
 
         limit = COURSE_CELL_TIME_LIMIT_S if step.origin == "course" else LEARNER_CELL_TIME_LIMIT_S
-        deadline = min(time.monotonic() + limit, self.deadline)
+        deadline = self.worker.budget(limit, self.deadline)
         try:
             reply, _ = self.worker.exchange({"op": "run_cell", "source": step.source, "name": step.grade_id or step.origin},
                                             None, deadline)
@@ -325,8 +332,13 @@ class _Session:
             self.lost = True
             step.status = "fatal"
             reason = str(exc)
+            if reason == "stray":
+                self.stopped = STRAY_MESSAGE
             step.error = {"type": "Stopped", "message": (
-                f"ran past its {limit:g} s limit and was stopped" if reason == "timeout" else
+                f"ran past its limit of {limit:g} s of CPU time and was stopped" if reason in ("cpu", "timeout") else
+                f"waited {limit * WALL_FACTOR:g} s without finishing and was stopped" if reason == "wall" else
+                f"was stopped: {MEMORY_MESSAGE}" if reason == "memory" else
+                f"was stopped: {STRAY_MESSAGE}" if reason == "stray" else
                 f"ended the process running it ({reason})")}
             return
         if replay:
@@ -340,7 +352,7 @@ class _Session:
         self.done.append(step)
 
     def run_cell(self, step: Step) -> None:
-        if not self._wanted(step):
+        if self.stopped or not self._wanted(step):
             step.status = "skipped"
             return
         self.ensure()
@@ -367,11 +379,27 @@ def _grader_namespace(source: NotebookNode) -> dict[str, Any]:
     return ns
 
 
+#: Why a submission whose processes beside the worker computed or filled memory (a fork bomb) is stopped whole.
+STRAY_MESSAGE = ("processes your code started went on computing, or filling memory, beside the one that runs your "
+                 "code (a fork bomb?): they were all stopped, and so was the grading of this notebook — the "
+                 "exercises graded before keep their points, the rest score 0")
+MEMORY_MESSAGE = (f"your code's processes together used more than {MEMORY_MB / 1024:g} GB of memory — a tensor far "
+                  "larger than the inputs (an L×L×d intermediate?), or results kept in a list that keeps growing")
+
+
 def _lost_message(reason: str, limit: float) -> str:
-    if reason == "timeout":
-        return (f"stopped after {limit:g} s — is there a loop that never ends, or a Python loop over every element "
-                "where a tensor operation would do? (The process running your code was stopped; the other "
+    if reason in ("cpu", "timeout"):
+        return (f"stopped after {limit:g} s of CPU time — is there a loop that never ends, or a Python loop over every "
+                "element where a tensor operation would do? (The process running your code was stopped; the other "
                 "exercises are graded in a fresh one.)")
+    if reason == "wall":
+        return (f"stopped after {limit * WALL_FACTOR:g} s without finishing, most of them spent waiting rather than "
+                "computing — does your code sleep, wait for input() or for a process it started? (The other exercises "
+                "are graded in a fresh process.)")
+    if reason == "memory":
+        return f"stopped: {MEMORY_MESSAGE}. The other exercises are graded in a fresh process."
+    if reason == "stray":
+        return f"stopped: {STRAY_MESSAGE}."
     if reason.startswith("died"):
         return (f"the process running your code ended while this exercise was being checked{reason[4:]}: "
                 "os._exit, a crash, or running out of memory — code that ends the process scores 0")
@@ -503,14 +531,15 @@ def _grade(learner: NotebookNode, assignment: str, *, seed: int | None, started:
     seed = seed if seed is not None else int(os.environ.get("ATTN_GRADE_SEED", submission_seed(learner)))
     isolated = isolation() is None
     snapshot = None if isolated else _snapshot()
-    session = _Session(zygote, started + TOTAL_TIME_LIMIT_S, engine)
+    session = _Session(zygote, Budget.wall(TOTAL_TIME_LIMIT_S - (time.monotonic() - started)), engine)
     results: list[dict[str, Any]] = []
     try:
         for step in steps:
-            if time.monotonic() > session.deadline:
+            if session.stopped or session.deadline.spent():
                 step.status = "skipped"
                 if step.kind == "test":
-                    results.append(_result(step.exercise, step.points, None,
+                    results.append(_result(step.exercise, step.points, None, f"not graded: {session.stopped}"
+                                           if session.stopped else
                                            f"not graded: the notebook used up its {TOTAL_TIME_LIMIT_S:g} s"))
                 continue
             if step.kind == "cell":
@@ -524,23 +553,25 @@ def _grade(learner: NotebookNode, assignment: str, *, seed: int | None, started:
             session.names.update(_why_missing(steps, set()))
             try:
                 worker = session.ensure()
-                worker.request({"op": "reset"}, deadline=time.monotonic() + 10)
-            except WorkerLost:
-                results.append(_result(step.exercise, step.points, None,
+                worker.request({"op": "reset"}, deadline=worker.budget(10, session.deadline))
+            except WorkerLost as exc:
+                if str(exc) == "stray":
+                    session.stopped = STRAY_MESSAGE
+                results.append(_result(step.exercise, step.points, None, f"not graded: {STRAY_MESSAGE}"
+                                       if session.stopped else
                                        "the process that runs your code could not be started again"))
                 continue
             holder: list[Checker] = []
-            t0 = time.monotonic()
-            worker.deadline = min(t0 + EXERCISE_TIME_LIMIT_S, session.deadline)
+            budget = worker.deadline = worker.budget(EXERCISE_TIME_LIMIT_S, session.deadline)
 
             def make_checker(exercise: str, points: float = step.points, time_limit: float | None = None,
                              **_: Any) -> Checker:
                 subject = ns.get(exercise)
-                context = GradingContext(seed=seed, hidden=hidden, worker=worker, started=t0,
+                context = GradingContext(seed=seed, hidden=hidden, worker=worker, budget=budget, outer=session.deadline,
                                          subject=subject if isinstance(subject, RemoteObject) else None)
                 checker = Checker(exercise, step.points, context=context)
                 if time_limit:
-                    checker.set_time_limit(min(float(time_limit), session.deadline - t0))
+                    checker.set_time_limit(float(time_limit))
                 holder.append(checker)
                 return checker
 
@@ -555,8 +586,9 @@ def _grade(learner: NotebookNode, assignment: str, *, seed: int | None, started:
                     exec(compile(step.source, f"<test cell {step.grade_id}>", "exec"), ns)  # noqa: S102
             except WorkerLost as exc:
                 session.lost = True
-                limit = (worker.deadline or t0) - t0
-                override = _lost_message(str(exc), round(limit, 1))
+                if str(exc) == "stray":
+                    session.stopped = STRAY_MESSAGE
+                override = _lost_message(str(exc), round((worker.deadline or budget).seconds, 1))
             except LearnerAbort as exc:
                 override = (f"your code raised {exc} while being checked: code that exits or interrupts the "
                             "process scores 0 for the exercise")

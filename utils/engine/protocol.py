@@ -71,16 +71,22 @@ def unpack_tensors(payload: bytes) -> dict[str, torch.Tensor]:
     return {k: v for k, v in tensors.items() if type(v) is torch.Tensor}
 
 
-def read_exactly(sock: socket.socket, n: int, deadline: float | None) -> bytes:
+def _wait(deadline: Any) -> float:
+    """Seconds to wait for the other side before asking `deadline` again: a time.monotonic() instant, or an object
+    whose `wait()` says (`utils.engine.remote.Budget`); TimeoutError (its reason as the message) once it is spent."""
+    if hasattr(deadline, "wait"):
+        return deadline.wait()
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise TimeoutError("wall")
+    return remaining
+
+
+def read_exactly(sock: socket.socket, n: int, deadline: Any = None) -> bytes:
     chunks, got = [], 0
     while got < n:
-        if deadline is not None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError
-            ready, _, _ = select.select([sock], [], [], remaining)
-            if not ready:
-                raise TimeoutError
+        while deadline is not None and not select.select([sock], [], [], _wait(deadline))[0]:
+            pass
         chunk = sock.recv(min(n - got, 1 << 20))
         if not chunk:
             raise EOFError
@@ -89,8 +95,8 @@ def read_exactly(sock: socket.socket, n: int, deadline: float | None) -> bytes:
     return b"".join(chunks)
 
 
-def receive(sock: socket.socket, deadline: float | None = None) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-    """Read one framed message (TimeoutError past `deadline`, EOFError when the other side is gone)."""
+def receive(sock: socket.socket, deadline: Any = None) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """Read one framed message (TimeoutError once `deadline` is spent, EOFError when the other side is gone)."""
     head_len, payload_len = FRAME.unpack(read_exactly(sock, FRAME.size, deadline))
     if head_len > MAX_HEADER or payload_len > MAX_PAYLOAD:
         raise ProtocolError(f"a message of {head_len + payload_len} bytes is over the limit")

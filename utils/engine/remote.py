@@ -13,10 +13,11 @@ that changes one of its tensor arguments in place fails with a message: the grad
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,15 @@ from ..failures import CheckFailure
 from .protocol import MAX_ITEMS, MAX_TEXT, ProtocolError, pack, receive
 
 REPLAY_S = 1.0  # a call that took longer is not made a second time to see whether its result varies
+#: Seconds between two measurements of the learner's processes while the grader waits for them.
+POLL_S = 0.1
+#: A limit of N seconds of CPU time is also one of WALL_FACTOR * N seconds on the wall clock: code that waits (sleeps,
+#: blocks on a pipe) spends no CPU time, and a busy machine stretches the wall clock, not the CPU time.
+WALL_FACTOR = float(os.environ.get("ATTN_WALL_FACTOR", "3"))
+#: CPU seconds that the learner's processes other than the worker may spend within one limit. Code that computes does
+#: so in the worker (or in a child it waits for); processes that compute beside it, a fork bomb's, stop the grading
+#: of that submission, so that they cannot take the machine from the others graded beside it for long.
+STRAY_CPU_S = float(os.environ.get("ATTN_STRAY_CPU", "3"))
 
 #: Exceptions a learner's code may raise that the grader re-raises as themselves (checks may expect them).
 _BUILTIN_ERRORS: dict[str, type[Exception]] = {
@@ -49,7 +59,73 @@ class LearnerAbort(BaseException):
 
 
 class WorkerLost(BaseException):
-    """The worker ran past its time limit, died, or broke the protocol; it has been stopped."""
+    """The worker ran past its time limit, died, or broke the protocol; it has been stopped.
+
+    Its message is the reason: "cpu", "wall", "memory" (`Budget`), "stray" (processes beside the worker computed or
+    filled memory: a fork bomb), "died", "protocol: ..." or "timeout"."""
+
+
+class Budget:
+    """What the learner's code may still spend before the grader stops it, measured over all its processes together
+    (`utils.engine.sandbox.Zygote.usage`): `seconds` of CPU time, so that another submission's load costs it nothing;
+    WALL_FACTOR times as long on the wall clock, for code that waits instead of computing; their memory together
+    (sandbox.MEMORY_MB); and STRAY_CPU_S for processes beside the worker. Without a meter (no /proc: macOS), `seconds`
+    on the wall clock. `wait()` is what `protocol.receive` asks while it waits for the worker's answer."""
+
+    def __init__(self, seconds: float, meter: Callable[[], Any] | None = None, *, outer: Budget | None = None,
+                 since: Budget | None = None) -> None:
+        """`outer`: a budget this one lies within (its wall-clock end applies too); `since`: count from where that one
+        started (an exercise whose checks ask for a longer limit)."""
+        self.seconds = seconds
+        self.meter = meter
+        if since is not None:
+            self.t0, self.start = since.t0, since.start
+        else:
+            self.t0, self.start = time.monotonic(), meter() if meter is not None else None
+        measured = self.start is not None
+        self.wall_at = self.t0 + seconds * (WALL_FACTOR if measured else 1.0)
+        if outer is not None:
+            self.wall_at = min(self.wall_at, outer.wall_at)
+        self.cpu_at = self.start.cpu + seconds if measured else math.inf
+        self.checked = self.t0
+
+    @classmethod
+    def wall(cls, seconds: float) -> Budget:
+        """`seconds` on the wall clock, nothing measured (waiting for a worker to start; a whole notebook)."""
+        return cls(seconds)
+
+    def spent(self) -> bool:
+        return time.monotonic() >= self.wall_at
+
+    def wait(self) -> float:
+        """Seconds to wait before asking again; TimeoutError (the reason) once the budget is spent."""
+        now = time.monotonic()
+        if now >= self.wall_at:
+            raise TimeoutError("wall")
+        if self.start is not None and now - self.checked >= POLL_S:
+            self.checked = now
+            usage = self.meter()
+            if usage is not None:
+                self._check(usage)
+            return min(POLL_S, self.wall_at - now)
+        return min(POLL_S if self.start is not None else math.inf, self.wall_at - now)
+
+    def _check(self, usage: Any) -> None:
+        from .sandbox import MEMORY_MB
+
+        strays = (usage.cpu - usage.worker_cpu) - (self.start.cpu - self.start.worker_cpu)
+        if strays > STRAY_CPU_S:
+            raise TimeoutError("stray")
+        if usage.memory > MEMORY_MB * 2**20:
+            raise TimeoutError("stray" if usage.memory - usage.worker_memory > usage.worker_memory else "memory")
+        if usage.cpu >= self.cpu_at:
+            raise TimeoutError("cpu")
+
+    def used(self) -> tuple[float, float]:
+        """(CPU seconds, wall seconds) spent since it started (CPU: nan without a meter)."""
+        usage = self.meter() if self.start is not None else None
+        cpu = usage.cpu - self.start.cpu if usage is not None else math.nan
+        return cpu, time.monotonic() - self.t0
 
 
 def _where(error: dict[str, Any]) -> str:
@@ -123,13 +199,21 @@ class Worker:
     def __init__(self, zygote: Any, ready_timeout: float = 60.0) -> None:
         self.zygote = zygote
         self.sock, self.pid = zygote.spawn()
-        self.deadline: float | None = None
+        self.deadline: Budget | None = None
         self.names: dict[str, str] = {}  # exercise name -> why it is missing, for NameError messages
         self.dead_reason: str | None = None
         self.callbacks: dict[str, Any] = {}  # name -> the grader's function standing in for the learner's
         # The last calls whose result held tensors: (callee, args, kwargs, those tensors), to ask a second time.
         self.recent: deque[tuple[RemoteObject, tuple, dict[str, Any], list[torch.Tensor]]] = deque(maxlen=8)
-        self.exchange({"op": "hello"}, None, time.monotonic() + ready_timeout)
+        self.exchange({"op": "hello"}, None, Budget.wall(ready_timeout))
+
+    def usage(self) -> Any:
+        """What the learner's processes have spent (`Zygote.usage`), this worker's own share told apart."""
+        return self.zygote.usage(self.pid)
+
+    def budget(self, seconds: float, outer: Budget | None = None) -> Budget:
+        """A limit of `seconds` of the learner's CPU time from now (within `outer`)."""
+        return Budget(seconds, self.usage, outer=outer)
 
     @property
     def alive(self) -> bool:
@@ -151,7 +235,7 @@ class Worker:
         self.sock.close()
 
     def exchange(
-        self, header: dict[str, Any], tensors: dict[str, torch.Tensor] | None, deadline: float | None
+        self, header: dict[str, Any], tensors: dict[str, torch.Tensor] | None, deadline: Budget | None
     ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         if not self.alive:
             raise WorkerLost(self.dead_reason or "the worker is not running")
@@ -162,9 +246,10 @@ class Worker:
                 self.sock.sendall(self._answer_callback(reply, payload))
                 reply, payload = receive(self.sock, deadline)
             return reply, payload
-        except TimeoutError:
-            self.kill("timeout")
-            raise WorkerLost("timeout") from None
+        except TimeoutError as exc:
+            reason = str(exc) or "timeout"
+            self.kill(reason)
+            raise WorkerLost(reason) from None
         except (EOFError, OSError):
             self.kill("died")
             raise WorkerLost("died") from None
@@ -173,7 +258,7 @@ class Worker:
             raise WorkerLost(f"protocol: {exc}") from None
 
     def request(
-        self, header: dict[str, Any], tensors: dict[str, torch.Tensor] | None = None, deadline: float | None = None
+        self, header: dict[str, Any], tensors: dict[str, torch.Tensor] | None = None, deadline: Budget | None = None
     ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
         """Send one request and wait (until `deadline`, else the worker's current one) for its reply."""
         reply, payload = self.exchange(header, tensors, deadline if deadline is not None else self.deadline)

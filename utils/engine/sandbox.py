@@ -8,9 +8,16 @@ Started as root (an instructor's grading machine, a container, CI), the zygote i
 network namespaces. The workers see the system's programs and libraries, the Python installation and the `utils`
 package, read-only, and a private empty /tmp as their working folder. The course folder (grader/, solutions/,
 the gradebook, other students' submissions), home folders and every other top-level folder are hidden behind
-empty file systems. Workers run as `nobody`, cannot gain privileges, have no network and have limits on memory,
-file size, processes and CPU time. Before each new worker, and when grading ends, every process in the
-namespace but the zygote is killed, so nothing a learner's code started survives.
+empty file systems. Workers run as a user id of their zygote's own (no real user's, and no other zygote's: the
+process limit counts per user, so a fork bomb uses up only its own submission's count), cannot gain privileges,
+have no network and have limits on memory, file size, processes and CPU time. Before each new worker, when a
+worker is stopped, and when grading ends, every process in the namespace but the zygote is killed, so nothing a
+learner's code started survives.
+
+The zygote reaps every process of its namespace (it is their PID 1), so the CPU time of a process that ended
+stays counted in the zygote's children's time: `Zygote.usage` reads what one submission's processes have spent
+together (CPU seconds, resident memory, how many), which is what the grader's limits measure (not the wall
+clock, which another submission's load would stretch).
 
 Without root (an instructor's server on a JupyterHub runs as the instructor), the same namespaces come from an
 unprivileged user namespace where Linux allows one (`unshare --user --map-root-user`; Debian, Ubuntu and Fedora do
@@ -28,6 +35,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import itertools
 import json
 import os
 import resource
@@ -39,11 +47,14 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-NOBODY = 65534
+#: Grading as root, each zygote's workers run as a user id of their own, from this range (above any real user's and
+#: below 2**31, which some tools take for negative): RLIMIT_NPROC counts processes per user id.
+WORKER_UIDS = (2_000_000_000, 2**27)
 #: Top-level folders the worker may see (read-only for `nobody`); every other top-level folder is hidden.
 SYSTEM_DIRS = {"usr", "lib", "lib32", "lib64", "libx32", "bin", "sbin", "etc", "proc", "dev", "sys", "run", "var"}
 #: Writable-by-everyone places inside the visible folders, replaced by private empty ones.
@@ -55,6 +66,17 @@ PRELOAD = ("torch", "IPython.core.interactiveshell", "matplotlib.pyplot", "seabo
            "utils.viz", "utils.blocks")
 
 MEMORY_MB = int(os.environ.get("ATTN_WORKER_MEMORY_MB", "6144"))
+#: Processes and threads one submission's workers may run at once (all of them together when isolated).
+PROCESSES = int(os.environ.get("ATTN_WORKER_PROCESSES", "256"))
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_serial = itertools.count()
+
+
+def worker_uid() -> int:
+    """A user id for one zygote's workers that no other zygote alive uses (the grader's pid and a serial number)."""
+    base, span = WORKER_UIDS
+    return base + ((os.getpid() << 5) + next(_serial) % 32) % span
 
 
 def start_method() -> str:
@@ -82,6 +104,8 @@ def limits() -> dict[str, tuple[int, int]]:
 def worker_env(home: str, course_root: Path, token: str = "1") -> dict[str, str]:
     env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
     env.update({
+        # A user id with no name: libraries that ask for the user's name (getpass) read it here.
+        "USER": "attn-worker", "LOGNAME": "attn-worker",
         "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
         "HOME": home, "TMPDIR": home, "XDG_CACHE_HOME": f"{home}/.cache",
         "MPLBACKEND": "agg", "MPLCONFIGDIR": f"{home}/.config/matplotlib", "IPYTHONDIR": f"{home}/.ipython",
@@ -140,6 +164,76 @@ def _children(pid: int) -> list[int]:
         return []
 
 
+@dataclass(frozen=True)
+class Usage:
+    """What one submission's processes have spent: CPU seconds (user and system, the ended ones included) and
+    anonymous resident memory in bytes, all of them together and the worker's own; how many processes there are."""
+
+    cpu: float
+    memory: float
+    processes: int
+    worker_cpu: float = 0.0
+    worker_memory: float = 0.0
+
+
+def _descendants(roots: list[int], include_roots: bool) -> list[int]:
+    """Every process below `roots` (children of any of their threads), `roots` too if asked."""
+    found = list(roots) if include_roots else []
+    stack = list(roots)
+    seen = set(stack)
+    while stack and len(seen) < 100_000:
+        pid = stack.pop()
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{task}/children") as f:
+                    kids = [int(c) for c in f.read().split()]
+            except (OSError, ValueError):
+                continue
+            for kid in kids:
+                if kid not in seen:
+                    seen.add(kid)
+                    found.append(kid)
+                    stack.append(kid)
+    return found
+
+
+def _stat(pid: int) -> tuple[float, float, int] | None:
+    """(its own CPU seconds, its reaped children's, its anonymous resident bytes) for a process, or None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            pages = f.read().split()
+    except (OSError, IndexError):
+        return None
+    try:
+        own = (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime (all its threads)
+        children = (int(fields[13]) + int(fields[14])) / _TICK  # cutime, cstime
+        anon = max(0, int(pages[1]) - int(pages[2])) * _PAGE  # resident - shared (file and shmem) = anonymous
+    except (IndexError, ValueError):
+        return None
+    return own, children, anon
+
+
+def _shared_out(pid: int) -> int | None:
+    """A process's anonymous memory with each page it shares (a forked child shares its parent's until either writes)
+    divided among its sharers (Pss_Anon; smaps_rollup walks every mapping, so it is read only when needed)."""
+    found: dict[bytes, int] = {}
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                key, _, rest = line.partition(b":")
+                if key in (b"Pss_Anon", b"Pss"):
+                    found[key] = int(rest.split()[0]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return found.get(b"Pss_Anon", found.get(b"Pss"))
+
+
 class Zygote:
     """The grader's handle on the zygote: ask it for workers, and end it (with everything it started)."""
 
@@ -154,7 +248,7 @@ class Zygote:
             home = "/tmp/work"
             config = {"fd": fd, "keep": _keep_paths(course_root), "masks": _masks(course_root, hidden),
                       "env": worker_env(home, course_root), "isolated": True, "home": home,
-                      "userns": not _as_root(), "start": self.start}
+                      "userns": not _as_root(), "start": self.start, "uid": worker_uid()}
             cmd = [shutil.which("unshare") or "unshare", *namespace_flags(), "--kill-child", sys.executable, "-m",
                    "utils.engine.sandbox", json.dumps(config)]
             env = {**os.environ, "PYTHONPATH": str(course_root)}
@@ -170,6 +264,7 @@ class Zygote:
                                      pass_fds=(fd,), cwd=course_root, env=env, start_new_session=True)
         theirs.close()
         self._host: int | None = None
+        self._measured = (-1.0, 0.0)  # when the memory of the workers' processes was last shared out, and how much
         self.workers: list[int] = []
         self._buffer = b""  # what the zygote answered past the last full line
         self._unread = 0  # answers to `warm` not read yet
@@ -273,13 +368,61 @@ class Zygote:
             raise OSError(f"the zygote could not be recycled: {answer!r:.200}")
 
     def kill_worker(self, pid: int) -> None:
+        """Stop a worker and, isolated, every process of the namespace with it (a fork bomb's included)."""
         try:
             if self.isolated:
-                os.kill(pid, signal.SIGKILL)  # its leftovers die before the next worker starts, or with the namespace
+                os.kill(pid, signal.SIGKILL)
             else:
                 os.killpg(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        if self.isolated and self.alive:
+            try:
+                self.control.sendall(b'{"op": "kill"}\n')
+                self._reply(10.0)
+            except (OSError, EOFError, ValueError):
+                pass  # a zygote that does not answer is closed by the grader's next step
+
+    def usage(self, worker: int | None = None) -> Usage | None:
+        """What the workers' processes have spent together since this zygote started (None where /proc cannot tell):
+        isolated, every process of the namespace (the processes that ended included, through the zygote's children's
+        time); otherwise the workers and what they started. `worker`: the pid whose own share is told apart."""
+        if not os.path.isdir("/proc/self/task"):
+            return None
+        cpu = own_cpu = 0.0
+        memory: dict[int, int] = {}
+        zygote = _stat(self._zygote_pid())
+        if zygote is None:
+            return None
+        # A forked worker's memory starts as the zygote's (torch & co.), shared until either writes to it: not theirs.
+        inherited = zygote[2] if self.start == "fork" else 0
+        if self.isolated:
+            cpu = zygote[1]  # its children's time: every process of the namespace that ended
+            roots = [self._zygote_pid()]
+        else:
+            roots = list(self.workers)
+        for pid in _descendants(roots, include_roots=not self.isolated):
+            stat = _stat(pid)
+            if stat is None:
+                continue
+            cpu += stat[0] + stat[1]
+            memory[pid] = max(0, stat[2] - inherited)
+            if pid == worker:
+                own_cpu = stat[0] + stat[1]
+        total = float(sum(memory.values()))
+        if total > MEMORY_MB * 2**20:
+            total = self._shared_out(memory, total)
+        return Usage(cpu, total, len(memory), own_cpu, float(memory.get(worker, 0)))
+
+    def _shared_out(self, memory: dict[int, int], estimate: float) -> float:
+        """The processes' memory with every shared page divided among its sharers (what they hold together), where
+        the quick estimate says they are over the limit. Reading it walks every mapping (milliseconds a process), so
+        it is read at most once a second and the last reading used in between."""
+        now = time.monotonic()
+        if now - self._measured[0] >= 1.0:
+            found = [_shared_out(pid) for pid in list(memory)[:1024]]
+            self._measured = (now, float(sum(v for v in found if v is not None)))
+        return min(estimate, self._measured[1])
 
     def close(self) -> None:
         """End the zygote, every worker and every process they started."""
@@ -342,7 +485,7 @@ def _hide_everything(libc: Any, config: dict[str, Any]) -> None:
         os.close(fd)
     os.makedirs(config["home"], mode=0o700, exist_ok=True)
     if not config.get("userns"):
-        os.chown(config["home"], NOBODY, NOBODY)
+        os.chown(config["home"], config["uid"], config["uid"])
 
 
 def _become_worker(libc: Any, config: dict[str, Any], fd: int) -> None:
@@ -355,14 +498,15 @@ def _become_worker(libc: Any, config: dict[str, Any], fd: int) -> None:
                 raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWUSER)")
             libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
             libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            resource.setrlimit(resource.RLIMIT_NPROC, (512, 512))
+            resource.setrlimit(resource.RLIMIT_NPROC, (PROCESSES, PROCESSES))  # counted in its own user namespace
         elif config["isolated"]:
+            uid = config["uid"]
             os.setgroups([])
-            os.setresgid(NOBODY, NOBODY, NOBODY)
-            os.setresuid(NOBODY, NOBODY, NOBODY)
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
             libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
             libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            resource.setrlimit(resource.RLIMIT_NPROC, (512, 512))
+            resource.setrlimit(resource.RLIMIT_NPROC, (PROCESSES, PROCESSES))  # counted for this user id alone
         else:
             os.setsid()  # its own process group, so the grader can stop it and what it starts
         for name, value in limits().items():
@@ -380,11 +524,12 @@ def _prepare_home(config: dict[str, Any]) -> None:
     """The workers' home as a fresh worker expects it: matplotlib's config folder, owned by the worker's user."""
     os.makedirs(os.environ["MPLCONFIGDIR"], exist_ok=True)
     if config["isolated"] and not config.get("userns"):
-        os.chown(config["home"], NOBODY, NOBODY)
+        uid = config["uid"]
+        os.chown(config["home"], uid, uid)
         for root, dirs, files in os.walk(os.environ["MPLCONFIGDIR"]):
-            os.chown(root, NOBODY, NOBODY)
+            os.chown(root, uid, uid)
             for name in dirs + files:
-                os.chown(os.path.join(root, name), NOBODY, NOBODY)
+                os.chown(os.path.join(root, name), uid, uid)
 
 
 def _empty(folder: str) -> None:
@@ -437,12 +582,32 @@ def _warm(notebook: str) -> bool:
     return True
 
 
+def _reap(*_: Any) -> None:
+    while True:
+        try:
+            pid, _status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _kill_all(config: dict[str, Any]) -> None:
+    """Isolated: every process of the namespace but this one (its PID 1) ends, at once (the kernel signals them all
+    under one lock, so a fork bomb cannot outrun it)."""
+    if config["isolated"]:
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def _spawn_worker(config: dict[str, Any], fd: int) -> int:
     """Start a worker as a fresh interpreter (fork and exec in C, no Python between them) that inherits only `fd`."""
     argv = [sys.executable, "-m", "utils.engine.sandbox", "--worker", json.dumps({**config, "fd": fd})]
     # From "/": `python -m` puts its folder first on sys.path, and the workers' home is theirs to write.
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, pass_fds=(fd,), close_fds=True, cwd="/")
-    proc.returncode = 0  # reaped by the kernel (SIGCHLD is ignored here): Popen must not wait for it
+    proc.returncode = 0  # reaped by the zygote's SIGCHLD handler: Popen must not wait for it
     return proc.pid
 
 
@@ -469,7 +634,9 @@ def zygote(config: dict[str, Any]) -> None:
         libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     _prepare_home(config)
     control = socket.socket(fileno=config["fd"])
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    # Reaped here, not by the kernel (SIG_IGN): a process's CPU time then stays in this one's children's time when it
+    # ends, for `Zygote.usage` to count. Isolated, every orphan of the namespace comes here too (its PID 1).
+    signal.signal(signal.SIGCHLD, _reap)
     buffer, received = b"", []  # requests are lines; a `warm` may arrive in one read with the request after it
     while True:
         while b"\n" not in buffer:
@@ -489,11 +656,12 @@ def zygote(config: dict[str, Any]) -> None:
             control.sendall(json.dumps({"ok": _warm(str(request.get("notebook")))}).encode() + b"\n")
             continue
         fds, received = received, []  # only a `spawn` carries a file descriptor, and one is answered at a time
-        if config["isolated"]:
-            try:
-                os.kill(-1, signal.SIGKILL)  # as PID 1: every process of the namespace but this one
-            except ProcessLookupError:
-                pass
+        _kill_all(config)  # before a new worker, a recycle or when asked: nothing of the last worker's survives
+        if request.get("op") == "kill":
+            for fd in fds:
+                os.close(fd)
+            control.sendall(b'{"ok": true}\n')
+            continue
         if request.get("op") == "recycle":
             for fd in fds:
                 os.close(fd)
@@ -514,11 +682,7 @@ def zygote(config: dict[str, Any]) -> None:
         for fd in fds:
             os.close(fd)
         control.sendall(json.dumps({"pid": pid}).encode() + b"\n")
-    if config["isolated"]:
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    _kill_all(config)
     os._exit(0)
 
 
