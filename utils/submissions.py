@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 import fnmatch
 import glob
 import itertools
@@ -25,7 +26,7 @@ from nbgrader.exchange.default import (
     ExchangeSubmit,
 )
 from nbgrader.utils import notebook_hash, parse_utc
-from traitlets import Bool, Integer
+from traitlets import Bool, Float, Integer
 from traitlets.config import LoggingConfigurable
 
 # Every file of a student's is opened without following a link and without blocking (a FIFO would block forever);
@@ -355,9 +356,22 @@ class SafeCollect(_OwnedFolders, ExchangeCollect):
     An inbound entry counts as student S's only when it is a real folder (not a link) owned by the Unix user S (or
     by the collecting user: one user playing every student on a single machine) and every file in it is the same
     user's. Anything else gets one WARNING line and is left in inbound; the other students are collected as usual.
+
+    An entry is dated by what its student cannot choose: when it was last changed (the latest change time, st_ctime,
+    of the entry and of everything in it that is the student's, which the kernel sets and no unprivileged call sets
+    back). `nbgrader submit` names the entry with the time it started and then copies, so an honest entry was last
+    changed a moment after the time in its name: the name is believed only when the change time confirms it (within
+    `timestamp_tolerance`). Otherwise the entry is dated by its change time, with one WARNING line: an entry written
+    after the due date under an earlier name, or an on-time entry changed after the due date, is late. nbgrader's
+    choice of entry (the latest, or the latest before the due date) and `timestamp.txt`, which autograde reads for
+    the late penalty, both use that date.
     """
 
     check_owner = Bool(False, help="Replaced by a stricter check: entries not the student's are not collected")
+    timestamp_tolerance = Float(10.0, help=(
+        "Seconds an entry may have been changed after the time in its name and still be dated by its name (nbgrader "
+        "submit names the entry when it starts, then copies the files). Past that, or when the entry was last "
+        "changed before its name's time, it is dated by when it was last changed")).tag(config=True)
 
     def init_src(self) -> None:
         if not self.coursedir.course_id:
@@ -368,13 +382,6 @@ class SafeCollect(_OwnedFolders, ExchangeCollect):
         self.check_folder(self.inbound_path)
         wanted = f"{self.coursedir.student_id or '*'}+{self.coursedir.assignment_id}+*"
         self._owners: dict[str, set[int]] = {}
-        records = []
-        with os.scandir(self.inbound_path) as it:
-            names = sorted(e.name for e in it if fnmatch.fnmatchcase(e.name, wanted))
-        for name in names:
-            record = self._record(name)
-            if record is not None:
-                records.append(record)
         with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
             try:
                 assignment = gb.find_assignment(self.coursedir.assignment_id)
@@ -382,6 +389,13 @@ class SafeCollect(_OwnedFolders, ExchangeCollect):
                 self._notebooks = [f"{nb.name}.ipynb" for nb in assignment.notebooks]
             except MissingEntry:
                 self.duedate, self._notebooks = None, []
+        records = []
+        with os.scandir(self.inbound_path) as it:
+            names = sorted(e.name for e in it if fnmatch.fnmatchcase(e.name, wanted))
+        for name in names:
+            record = self._record(name)
+            if record is not None:
+                records.append(record)
         by_student: dict[str, list[dict]] = defaultdict(list)
         for record in records:
             by_student[record["username"]].append(record)
@@ -402,7 +416,7 @@ class SafeCollect(_OwnedFolders, ExchangeCollect):
         if len(parts) < 3 or parts[1] != self.coursedir.assignment_id or not _STUDENT_ID.fullmatch(student):
             return refuse("its name is not <student id>+<assignment>+<time stamp>[+<random>]")
         try:
-            timestamp = parse_utc(parts[2])
+            named = parse_utc(parts[2])
         except (ValueError, OverflowError, TypeError):
             return refuse("its time stamp is not one")
         try:
@@ -420,7 +434,84 @@ class SafeCollect(_OwnedFolders, ExchangeCollect):
         if st.st_uid not in expected | {os.geteuid()}:
             return refuse(f"it claims to be {student}'s but belongs to {_user(st.st_uid)}")
         self._owners[path] = {st.st_uid}
-        return {"username": student, "filename": name, "timestamp": timestamp, "stamp": parts[2]}
+        record = {"username": student, "filename": name, "named": named}
+        try:
+            self._date(record, path)
+        except OSError as e:  # an entry that changes under the walk costs its student only
+            return refuse(f"when it was last changed cannot be read ({e.strerror or e})")
+        return record
+
+    # -- when an entry was handed in: its change time, which only the kernel sets ---------------------------------
+    def _date(self, record: dict, path: str, changed_ns: int | None = None) -> None:
+        """Date `record` by its name when the entry's last change confirms it, else by that change (with a WARNING)."""
+        changed_ns = self._last_change(path) if changed_ns is None else changed_ns
+        changed = _EPOCH + datetime.timedelta(microseconds=changed_ns // 1000)
+        named = record["named"]
+        record["changed_ns"] = changed_ns
+        lag = (changed - named).total_seconds()  # a difference of two datetimes never overflows
+        if -_CLOCK_SLACK_S <= lag <= self.timestamp_tolerance:
+            record["timestamp"] = named
+        else:
+            record["timestamp"] = changed
+            self.log.warning("%s: the submission named %s was last changed at %s, %.0f s %s: dated by when it was "
+                             "last changed (inbound entry %s)", record["username"], _stamp(named), _stamp(changed),
+                             abs(lag), "later" if lag > 0 else "earlier", shown(record["filename"]))
+        record["stamp"] = _stamp(record["timestamp"])
+
+    def _last_change(self, path: str) -> int:
+        """The latest change time (ns) of the entry folder and of everything in it that is its student's, looked at
+        in the order and within the limits of `Copy` (so everything collect copies counts), never through a link.
+
+        Whatever belongs to someone else is not collected and does not count; nor does the change time of a folder
+        others may write in (nbgrader's own submit leaves the entry 0777), since anyone may change it by adding a file.
+        """
+        limits = SubmissionFiles(parent=self)
+        owners, ignore = self._owners[path], list(self.coursedir.ignore)
+        latest, seen = 0, 0
+
+        def counts(st: os.stat_result) -> bool:
+            return st.st_uid in owners and not (stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_IWOTH)
+
+        def folder(fd: int, depth: int, first: list[str]) -> bool:  # False once past SubmissionFiles.max_files
+            nonlocal latest, seen
+            with os.scandir(fd) as it:
+                names = sorted(itertools.islice((e.name for e in it), 100 * limits.max_files))
+            for name in [n for n in first if n in names] + [n for n in names if n not in first]:
+                if any(fnmatch.fnmatch(name, g) for g in ignore):
+                    continue
+                seen += 1
+                if seen > limits.max_files:
+                    return False
+                try:
+                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                except OSError:
+                    continue
+                if counts(st):
+                    latest = max(latest, st.st_ctime_ns)
+                if stat.S_ISDIR(st.st_mode) and depth < limits.max_depth:
+                    try:
+                        sub = os.open(name, _READ | os.O_DIRECTORY, dir_fd=fd)
+                    except OSError:
+                        continue
+                    try:
+                        if not folder(sub, depth + 1, []):
+                            return False
+                    finally:
+                        os.close(sub)
+            return True
+
+        try:
+            fd = os.open(path, _READ | os.O_DIRECTORY)
+        except OSError:
+            return os.lstat(path).st_ctime_ns
+        try:
+            st = os.fstat(fd)
+            if counts(st):
+                latest = st.st_ctime_ns
+            folder(fd, 0, [*self._notebooks, *_NBGRADER_FILES])
+        finally:
+            os.close(fd)
+        return latest or st.st_ctime_ns  # nothing of the student's in it: the folder's own time
 
     def do_copy(self, src: str, dest: str, log: Any = None) -> None:
         record = next(r for r in self.src_records if os.path.join(self.inbound_path, r["filename"]) == src)
@@ -428,6 +519,9 @@ class SafeCollect(_OwnedFolders, ExchangeCollect):
         try:
             copy = Copy(self, student, "collected", owners=self._owners[src])
             copy.run(src, dest, first=[*self._notebooks, *_NBGRADER_FILES])  # what is graded comes first
+            changed_ns = self._last_change(src)
+            if changed_ns > record["changed_ns"]:  # changed while it was collected: dated again, by what was copied
+                self._date(record, src, changed_ns)
             # nbgrader's own files are rewritten, never trusted: a bad time stamp would stop every later collect.
             secret_path = os.path.join(dest, "submission_secret.txt")
             secret = read_small(secret_path)
@@ -445,6 +539,15 @@ class SafeCollect(_OwnedFolders, ExchangeCollect):
         except Exception as e:  # noqa: BLE001 - one student's entry costs that student only, never the batch
             self.log.error("%s: submission not collected: %s", student, e)
             shutil.rmtree(dest, ignore_errors=True)
+
+
+_EPOCH = datetime.datetime(1970, 1, 1)  # change times as naive UTC, as nbgrader's parse_utc and the gradebook
+_CLOCK_SLACK_S = 1.0  # the kernel's coarse clock for change times may lag the clock a name's time was read from
+
+
+def _stamp(when: datetime.datetime) -> str:
+    """A naive UTC time as nbgrader writes it into names and timestamp.txt."""
+    return f"{when:%Y-%m-%d %H:%M:%S.%f} UTC"
 
 
 # -- autograde and generate_feedback: the notebooks, nbgrader's own files, nothing else ------------------------------
