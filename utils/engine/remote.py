@@ -69,7 +69,7 @@ class Budget:
     """What the learner's code may still spend before the grader stops it, measured over all its processes together
     (`utils.engine.sandbox.Zygote.usage`): `seconds` of CPU time, so that another submission's load costs it nothing;
     WALL_FACTOR times as long on the wall clock, for code that waits instead of computing; their memory together
-    (sandbox.MEMORY_MB); and STRAY_CPU_S for processes beside the worker. Without a meter (no /proc: macOS), `seconds`
+    (`Usage.memory_limit`); and STRAY_CPU_S for processes beside the worker. Without a meter (no /proc: macOS), `seconds`
     on the wall clock. `wait()` is what `protocol.receive` asks while it waits for the worker's answer."""
 
     def __init__(self, seconds: float, meter: Callable[[], Any] | None = None, *, outer: Budget | None = None,
@@ -111,12 +111,10 @@ class Budget:
         return min(POLL_S if self.start is not None else math.inf, self.wall_at - now)
 
     def _check(self, usage: Any) -> None:
-        from .sandbox import MEMORY_MB
-
         strays = (usage.cpu - usage.worker_cpu) - (self.start.cpu - self.start.worker_cpu)
         if strays > STRAY_CPU_S:
             raise TimeoutError("stray")
-        if usage.memory > MEMORY_MB * 2**20:
+        if usage.memory > usage.memory_limit:
             raise TimeoutError("stray" if usage.memory - usage.worker_memory > usage.worker_memory else "memory")
         if usage.cpu >= self.cpu_at:
             raise TimeoutError("cpu")

@@ -37,6 +37,7 @@ import ctypes
 import gc
 import itertools
 import json
+import math
 import os
 import resource
 import shutil
@@ -174,6 +175,7 @@ class Usage:
     processes: int
     worker_cpu: float = 0.0
     worker_memory: float = 0.0
+    memory_limit: float = math.inf  # bytes they may hold together (MEMORY_MB)
 
 
 def _descendants(roots: list[int], include_roots: bool) -> list[int]:
@@ -412,7 +414,7 @@ class Zygote:
         total = float(sum(memory.values()))
         if total > MEMORY_MB * 2**20:
             total = self._shared_out(memory, total)
-        return Usage(cpu, total, len(memory), own_cpu, float(memory.get(worker, 0)))
+        return Usage(cpu, total, len(memory), own_cpu, float(memory.get(worker, 0)), MEMORY_MB * 2**20)
 
     def _shared_out(self, memory: dict[int, int], estimate: float) -> float:
         """The processes' memory with every shared page divided among its sharers (what they hold together), where
