@@ -21,6 +21,7 @@ from utils.engine import sandbox
 from utils.engine.remote import RemoteObject, Worker, WorkerLost
 from utils.engine.sandbox import Zygote, isolation
 
+pytestmark = pytest.mark.slow  # processes that fork, spin and fill memory: not for the maintainer's quick loop
 LEARNER = '''
 import os, time
 
@@ -176,7 +177,6 @@ def test_limits_are_cpu_time_so_a_loaded_machine_costs_nobody_points(zygote):
     assert cpu < 1.0 < loaded, (cpu, loaded)  # stopped by the wall clock alone, it would have lost its points
 
 
-@pytest.mark.slow
 def test_a_class_graded_beside_a_fork_bomb_keeps_its_scores(tmp_path):
     """`attn autograde 02 --jobs 2`: one submission starts 64 spinning processes, each in a session of its own (so
     each takes a share of the CPU), and keeps its worker busy for a minute; three honest ones are graded beside it
