@@ -1,12 +1,24 @@
-"""A Content-Security-Policy on Formgrader's pages: markup that got past the sanitiser still cannot run script there.
+"""The course's Formgrader server extension: a Content-Security-Policy on its pages, and its work off the event loop.
 
-Formgrader serves each submission from the instructor's own Jupyter server, where a script could use the instructor's
-session (the contents API writes files, kernels run code). `utils.sanitize` removes script from what is graded;
-this server extension is the second wall. Every Formgrader page gets a policy without 'unsafe-inline': its own
-`<script>` elements carry a fresh nonce, the inline click handlers of its templates are allowed by hash, and nothing
-else runs: no inline handler (`onerror=`), no `javascript:` URL, no script from the notebook's part of the page, no
-plugin. The server's own `frame-ancestors` rule is kept (on a hub it stops other users' pages from framing
+**The policy.** Formgrader serves each submission from the instructor's own Jupyter server, where a script could use
+the instructor's session (the contents API writes files, kernels run code). `utils.sanitize` removes script from what
+is graded; this server extension is the second wall. Every Formgrader page gets a policy without 'unsafe-inline': its
+own `<script>` elements carry a fresh nonce, the inline click handlers of its templates are allowed by hash, and
+nothing else runs: no inline handler (`onerror=`), no `javascript:` URL, no script from the notebook's part of the
+page, no plugin. The server's own `frame-ancestors` rule is kept (on a hub it stops other users' pages from framing
 Formgrader).
+
+**Off the event loop.** nbgrader's Formgrader handlers are synchronous: pressed from Formgrader, Autograde (with the
+sanitiser and the grading engine), Generate/Release Feedback, Collect, Generate and Release ran on the server's one
+event loop, and so did rendering a submission's page with nbconvert. While they ran, the whole server (on a hub, the
+instructor's whole server: JupyterLab, kernels, `/api/status`) answered nothing. Here those buttons run in one
+worker thread, one job after another in the order pressed (nbgrader's gradebook has one writer, and the grading
+engine of `utils.engine.autograde` one zygote), and submission pages are rendered by two other threads, so viewing a
+submission never waits behind a class's grading. The button's row says "Please wait..." until its job is done (its
+log says how long it waited behind others). Each job works on its own copy of Formgrader's CourseDirectory (nbgrader's
+API changes the shared one while it runs, which the pages answered meanwhile would see), each rendering thread on
+its own nbconvert exporter (an exporter keeps per-notebook state while it renders), and a button's log holds only its
+own command's lines (nbgrader's commands log through the server's logger).
 
 Enabled by jupyter-config/jupyter_server_config.d/attn-formgrader-csp.json: `attn lab` puts that folder on
 JUPYTER_CONFIG_PATH, and deploy/jupyterhub/setup.sh installs the file into the hub's Jupyter configuration.
@@ -14,10 +26,22 @@ JUPYTER_CONFIG_PATH, and deploy/jupyterhub/setup.sh installs the file into the h
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import concurrent.futures
 import hashlib
+import inspect
+import io
+import json
+import logging
+import os
+import queue
 import re
 import secrets
+import threading
+import time
+import traceback
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -112,6 +136,295 @@ def install() -> None:
     BaseHandler._attn_csp = True
 
 
+# -- off the event loop -------------------------------------------------------------------------------------------
+#: Formgrader's buttons that write the course: nbgrader's API handler (formgrader/apihandlers.py) -> the NbGraderAPI
+#: method its POST calls with the URL's arguments. Its other handlers read the gradebook or change one row of it (a
+#: manual score, a comment, a flag, a due date, a student's name) in milliseconds: they stay on the event loop.
+WRITES = {
+    "AssignHandler": "generate_assignment",
+    "UnReleaseHandler": "unrelease",
+    "ReleaseHandler": "release_assignment",
+    "CollectHandler": "collect",
+    "AutogradeHandler": "autograde",
+    "GenerateAllFeedbackHandler": "generate_feedback",
+    "ReleaseAllFeedbackHandler": "release_feedback",
+    "GenerateFeedbackHandler": "generate_feedback",
+    "ReleaseFeedbackHandler": "release_feedback",
+}
+
+
+class Lane:
+    """Jobs run, in the order submitted, by at most `workers` threads; `await lane.run(fn, *args)` on the event loop.
+
+    The threads are daemons: stopping the server does not wait for a grading in progress, and drops the jobs still
+    waiting (nbgrader writes the gradebook in transactions; pressed again, Formgrader's buttons redo their work).
+    """
+
+    def __init__(self, name: str, workers: int) -> None:
+        self.name, self.workers = name, workers
+        self.pending = 0  # submitted, not finished
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future:
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        with self._lock:
+            self.pending += 1
+            if len(self._threads) < min(self.workers, self.pending):
+                thread = threading.Thread(target=self._work, name=f"{self.name}-{len(self._threads)}", daemon=True)
+                self._threads.append(thread)
+                thread.start()
+        self._jobs.put((future, fn, args))
+        return future
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.wrap_future(self.submit(fn, *args))
+
+    def _work(self) -> None:
+        while True:
+            future, fn, args = self._jobs.get()
+            try:
+                if future.set_running_or_notify_cancel():
+                    try:
+                        result = fn(*args)
+                    except BaseException as exc:  # noqa: BLE001 - handed to the request that waits for it
+                        future.set_exception(exc)
+                    else:
+                        future.set_result(result)
+            finally:
+                with self._lock:
+                    self.pending -= 1
+
+
+#: Everything that writes the course, one job at a time, in the order pressed: nbgrader's gradebook has one writer, the
+#: grading engine (`utils.engine.autograde`) one zygote per process, and nbgrader's commands change the process's
+#: working folder while they run.
+WRITER = Lane("attn-formgrader-write", 1)
+#: Submission pages, rendered beside the writer so that a page never waits behind a class's grading.
+RENDERER = Lane("attn-formgrader-render", 2)
+_THREAD = threading.local()
+#: The server's working folder, where Formgrader reads nbgrader_config.py (the course's root, as `attn lab` and the
+#: hub start it): taken when the extension loads.
+_SERVER_CWD: list[str] = []
+
+
+def private_coursedir(shared: Any) -> Any:
+    """A copy of Formgrader's CourseDirectory for one job.
+
+    nbgrader's API sets `assignment_id` and `student_id` on the CourseDirectory it holds for as long as a command runs
+    (`temp_attrs`); on Formgrader's shared one, the pages answered meanwhile would see them (the assignment list,
+    which asks the exchange with them, would call other assignments unreleased while a submission is graded). A
+    relative sqlite gradebook (the course's `sqlite:///gradebook.db`) is made absolute under the course's root, where
+    nbgrader's converters open it (they chdir there): the working folder is the process's, shared with the handlers
+    that run meanwhile, some of which (nbgrader's assignment list) change it for a moment.
+    """
+    values = {name: getattr(shared, name) for name in shared.trait_names(config=True)}
+    url = str(values.get("db_url", ""))
+    path = url.removeprefix("sqlite:///")
+    if url.startswith("sqlite:///") and path and not path.startswith(("/", ":memory:")) and values.get("root"):
+        values["db_url"] = "sqlite:///" + os.path.join(values["root"], path)
+    return type(shared)(parent=shared.parent, **values)
+
+
+def private_api(handler: Any) -> Any:
+    """nbgrader's `BaseHandler.api` (the configuration read again, as for every Formgrader request) on a private
+    CourseDirectory. Made on the event loop; its commands run in a lane."""
+    from nbgrader.apps.api import NbGraderAPI
+
+    level = handler.log.level
+    app = handler.coursedir.parent
+    app.load_config_file()
+    api = NbGraderAPI(private_coursedir(handler.coursedir), handler.authenticator, parent=app)
+    api.log_level = level
+    return api
+
+
+def capture_log(app: Any, fmt: str = "[%(levelname)s] %(message)s") -> dict[str, Any]:
+    """nbgrader's `utils.capture_log` (runs a command; its log is what Formgrader shows after a button), keeping only
+    the records of the thread that runs the command.
+
+    In the server, nbgrader's apps log through the server's own logger (traitlets gives them the running
+    Application's), which the requests answered meanwhile on the event loop log through too: their lines would
+    otherwise end up in the log of whichever button is running."""
+    from tornado.log import LogFormatter
+
+    here = threading.get_ident()
+    buffer = io.StringIO()
+    handler = logging.StreamHandler(buffer)
+    handler.setFormatter(LogFormatter(fmt=fmt))
+    handler.addFilter(lambda record: record.thread == here)
+    app.log.addHandler(handler)
+    try:
+        app.start()
+    except BaseException:  # noqa: BLE001 - as nbgrader's: a failed command (sys.exit included) is a result
+        result: dict[str, Any] = {"success": False, "error": traceback.format_exc()}
+    else:
+        result = {"success": True}
+    finally:
+        app.log.removeHandler(handler)
+    if text := buffer.getvalue():
+        result["log"] = text
+    return result
+
+
+def back_to_server_cwd(log: Any) -> None:
+    """After a command: the server's working folder back where it was, if the command left it elsewhere.
+
+    nbgrader's converters go to the course's root for as long as they run and then back to the folder they started in;
+    a handler that changed folder for a moment meanwhile (nbgrader's assignment list does) could have them take its
+    folder for that one."""
+    if not _SERVER_CWD:
+        return
+    try:
+        here = os.getcwd()
+    except OSError:  # the folder is gone
+        here = ""
+    if here != _SERVER_CWD[0]:
+        log.warning("Formgrader: a command left the server in %r: back to %r", here, _SERVER_CWD[0])
+        os.chdir(_SERVER_CWD[0])
+
+
+def thread_exporter(shared: Any) -> Any:
+    """This thread's copy of Formgrader's nbconvert exporter (`settings['nbgrader_exporter']`), with its configuration.
+
+    An HTMLExporter is not for two notebooks at once: each rendering registers filters bound to that notebook on the
+    exporter's own Jinja environment."""
+    mine = getattr(_THREAD, "exporter", None)
+    if mine is None or mine[0] is not shared:
+        mine = _THREAD.exporter = (shared, type(shared)(config=shared.config))
+    return mine[1]
+
+
+def _offloaded_post(method: str) -> Callable[..., Any]:
+    from nbgrader.server_extensions.formgrader.base import check_notebook_dir, check_xsrf
+    from tornado import web
+
+    @web.authenticated
+    @check_xsrf
+    @check_notebook_dir
+    async def post(self: Any, *args: str) -> None:
+        api = private_api(self)
+        what = f"{method} {'/'.join(args)}"
+        ahead = WRITER.pending
+        if ahead:
+            self.log.info("Formgrader: %s waits for %d job(s) pressed before it", what, ahead)
+        pressed, started = time.monotonic(), []
+
+        def job() -> Any:
+            started.append(time.monotonic())
+            try:
+                return getattr(api, method)(*args)
+            finally:
+                back_to_server_cwd(self.log)
+
+        result = await WRITER.run(job)
+        waited, ran = started[0] - pressed, time.monotonic() - started[0]
+        self.log.info("Formgrader: %s took %.1f s (after %.1f s behind other jobs)", what, ran, waited)
+        if waited >= 1 and isinstance(result, dict):
+            note = f"[INFO] Formgrader ran this after {waited:.0f} s behind the jobs pressed before it ({ran:.0f} s)\n"
+            result["log"] = note + (result.get("log") or "")
+        self.write(json.dumps(result))
+
+    post.__name__ = post.__qualname__ = "post"
+    return post
+
+
+def _submission_page() -> Callable[..., Any]:
+    """Formgrader's SubmissionHandler.get (nbgrader 0.9's, formgrader/handlers.py) with the rendering in a lane."""
+    from nbgrader.api import MissingEntry
+    from nbgrader.server_extensions.formgrader.base import check_notebook_dir, check_xsrf
+    from tornado import web
+
+    @web.authenticated
+    @check_xsrf
+    @check_notebook_dir
+    async def get(self: Any, submission_id: str) -> Any:
+        try:
+            submission = self.gradebook.find_submission_notebook_by_id(submission_id)
+            assignment_id = submission.assignment.assignment.name
+            notebook_id = submission.notebook.name
+            student_id = submission.student.id
+        except MissingEntry:
+            raise web.HTTPError(404, f"Invalid submission: {submission_id}") from None
+
+        # redirect if there isn't a trailing slash in the uri
+        if os.path.split(self.request.path)[1] == submission_id:
+            url = self.request.path + "/"
+            if self.request.query:
+                url += "?" + self.request.query
+            return self.redirect(url, permanent=True)
+
+        filename = os.path.join(os.path.abspath(self.coursedir.format_path(
+            self.coursedir.autograded_directory, student_id, assignment_id)), f"{notebook_id}.ipynb")
+        relative_path = os.path.relpath(filename, self.coursedir.root)
+        resources = {
+            "assignment_id": assignment_id,
+            "notebook_id": notebook_id,
+            "submission_id": submission.id,
+            "base_url": self.base_url,
+            "student": student_id,
+            "last_name": submission.student.last_name,
+            "first_name": submission.student.first_name,
+            "notebook_path": self.url_prefix + "/" + relative_path,
+        }
+        api, exporter, key = private_api(self), self.exporter, submission.id
+
+        def render() -> str | None:
+            indices = api.get_notebook_submission_indices(assignment_id, notebook_id)
+            resources.update(index=indices.get(key, -2), total=len(indices))
+            if not os.path.exists(filename):
+                return None
+            return thread_exporter(exporter).from_filename(filename, resources=resources)[0]
+
+        html = await RENDERER.run(render)
+        if html is None:
+            resources["filename"] = filename
+            html = self.render("formgrade_404.tpl", resources=resources)
+            self.clear()
+            self.set_status(404)
+        self.write(html)
+
+    return get
+
+
+def _calls(function: Any, text: str) -> bool:
+    """Whether nbgrader's handler method still makes the call this module replaces (True where its source is unknown)."""
+    try:
+        return text in inspect.getsource(inspect.unwrap(function))
+    except (OSError, TypeError):
+        return True
+
+
+def install_offload(log: Any = None) -> list[str]:
+    """Replace Formgrader's handlers that grade, sanitise, copy or render with ones that run that work in a lane
+    (idempotent). Returns the handlers replaced; one whose nbgrader code no longer makes the expected call is left as
+    it is, with a warning in `log`."""
+    from nbgrader.apps import api
+    from nbgrader.server_extensions.formgrader import apihandlers, handlers
+
+    if getattr(handlers.BaseHandler, "_attn_offload", None) is not None:
+        return handlers.BaseHandler._attn_offload
+    api.capture_log = capture_log  # what NbGraderAPI's commands call (imported by name into its module)
+    _SERVER_CWD[:] = [os.getcwd()]
+    done = []
+    for name, method in WRITES.items():
+        cls = getattr(apihandlers, name, None)
+        if cls is not None and _calls(cls.post, f"self.api.{method}("):
+            cls.post = _offloaded_post(method)
+            done.append(name)
+        elif log is not None:
+            log.warning("Formgrader's %s is not the one utils.formgrader_csp knows: it runs on the event loop", name)
+    if _calls(handlers.SubmissionHandler.get, "self.exporter.from_filename("):
+        handlers.SubmissionHandler.get = _submission_page()
+        done.append("SubmissionHandler")
+    elif log is not None:
+        log.warning("Formgrader's SubmissionHandler is not the one utils.formgrader_csp knows: pages render on the "
+                    "event loop")
+    handlers.BaseHandler._attn_offload = done
+    return done
+
+
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
     return [{"module": "utils.formgrader_csp"}]
 
@@ -119,6 +432,9 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
 def _load_jupyter_server_extension(serverapp: Any) -> None:
     try:
         install()
+        offloaded = install_offload(serverapp.log)
     except ImportError:  # no nbgrader in this environment: no Formgrader to protect
         return
     serverapp.log.info("Formgrader pages carry a Content-Security-Policy (utils.formgrader_csp)")
+    serverapp.log.info("Formgrader's buttons and submission pages run off the event loop (utils.formgrader_csp): %s",
+                       ", ".join(offloaded))
