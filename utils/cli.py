@@ -32,7 +32,8 @@ def cmd_lab(args: argparse.Namespace) -> int:
         argv.append("--allow-root")  # JupyterLab refuses to start as root without it (containers, Colab-like boxes)
     argv += args.jupyter_args
     os.chdir(nbs.ROOT)  # nbgrader's formgrader reads nbgrader_config.py from the folder it starts in
-    # The course's server extensions (a Content-Security-Policy on Formgrader's pages: utils/formgrader_csp.py).
+    # The course's server extension (utils/formgrader_csp.py): a Content-Security-Policy on Formgrader's pages, and
+    # its buttons and submission pages off the server's event loop.
     config_path = os.pathsep.join(
         filter(None, [str(nbs.ROOT / "jupyter-config"), os.environ.get("JUPYTER_CONFIG_PATH")]))
     # Kernels and nbgrader (which runs `alembic`) find this environment's programs, activated or not.

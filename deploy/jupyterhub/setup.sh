@@ -91,7 +91,8 @@ install -d -o "$INSTRUCTOR" -g "$GROUP_OF_INSTRUCTOR" -m 755 "$EXCHANGE/$COURSE_
 # The global nbgrader configuration (course and exchange) for everybody; students' servers also read
 # JUPYTER_CONFIG/students (the hub points them there), which hides Formgrader and Create Assignment.
 install -D -m 644 "$HERE/nbgrader_config.py" "$JUPYTER_CONFIG/nbgrader_config.py"
-# Formgrader's pages with a Content-Security-Policy (utils/formgrader_csp.py), in every server that reads JUPYTER_CONFIG.
+# Formgrader's pages with a Content-Security-Policy, and its buttons and pages off the server's event loop
+# (utils/formgrader_csp.py), in every server that reads JUPYTER_CONFIG.
 install -D -m 644 "$SOURCE/jupyter-config/jupyter_server_config.d/attn-formgrader-csp.json" \
   "$JUPYTER_CONFIG/jupyter_server_config.d/attn-formgrader-csp.json"
 install -d -m 755 "$JUPYTER_CONFIG/students" "$JUPYTER_CONFIG/students/labconfig"
