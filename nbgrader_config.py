@@ -25,7 +25,7 @@ from nbgrader.preprocessors import (
 )
 
 from utils.engine.autograde import GradeInWorker, KeepCourseCells
-from utils.sanitize import SanitizeSubmission
+from utils.sanitize import BoundedView, SafeMarkdown2HTML, SanitizeSubmission, clean_strip_files_prefix
 from utils.submissions import install as use_safe_converters
 
 c = get_config()  # noqa: F821 - provided by nbgrader
@@ -84,5 +84,12 @@ c.Autograde.autograde_preprocessors = [
 # sanitised again: an autograded/ folder made by an older configuration is no less untrusted. (nbconvert's own
 # `HTMLExporter.sanitize_html` is left off: its bleach allowlist strips the score tables' colours and rows.)
 c.GenerateFeedback.preprocessors = [SanitizeSubmission, GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+# The HTML views of a submission, Formgrader's submission page (its exporter is made from this configuration) and the
+# feedback page: the notebook rebuilt from the allowlist again and cut to what a page renders in bounded time and
+# memory (an answer of 9 MB is shown cut, with a note; grading saw all of it), and every rendered markdown cell
+# cleaned by nh3 after nbconvert's own rewriting, so the page holds only allowlisted HTML. SafeGenerateFeedback gives
+# the feedback page a Content-Security-Policy of its own (no script, nothing fetched from outside).
+c.HTMLExporter.preprocessors = [BoundedView]
+c.HTMLExporter.filters = {"markdown2html": SafeMarkdown2HTML, "strip_files_prefix": clean_strip_files_prefix}
 c.Execute.extra_arguments = ["--InteractiveShell.xmode=Minimal"]
 c.Execute.timeout = 120

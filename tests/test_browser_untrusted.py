@@ -9,13 +9,21 @@ copy that file byte for byte). In every view no payload runs: `window.__attnpwn`
 mark, and no file appears through the contents API; a control run of the payload on the same page proves each trace
 would show. Alice's pages must still show her score tables, maths, table, code and picture. Screenshots go to
 .pytest_cache/browser/untrusted-*.png.
+
+Issue 32: mallory's notebook also carries Bootstrap's own modal (`<div class="modal" style="display:block">`, a fake
+"session expired") and html.parser's quadratic input; Formgrader's grading page must not be covered (what is at the
+centre of the window is Formgrader's or the course's, never mallory's, where a control modal planted by the test is
+found). The feedback HTML carries its own Content-Security-Policy: a script planted into a copy of it does not run,
+opened from disk or from the server's /files/, while the same copy without the policy runs it from disk (control).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 
+import nbformat
 import pytest
 
 from utils import notebooks as nbs
@@ -26,6 +34,24 @@ from .untrusted import MARK, benign_notes, hostile, payload, vectors
 
 pytestmark = pytest.mark.slow
 NB = "01_attention_intuition"
+#: Issue 32: Bootstrap's own full-screen modal, which Formgrader's page styles, with a fake login (no script at all).
+MODAL = ('<div class="modal" style="display:block"><div class="modal-dialog"><div class="modal-content">'
+         '<h3>Session expired</h3><a class="btn btn-primary" href="https://attacker.invalid/login">Log in again</a>'
+         '</div></div></div>')
+#: Whether what is at the centre of the window is mallory's (an element of her modal, not its text shown as code) or
+#: the test's control modal; and how many elements of the notebook's rendered part are positioned or Bootstrap modals.
+COVERED = """() => {
+    const el = document.elementFromPoint(window.innerWidth / 2, window.innerHeight / 2);
+    const cell = el && el.closest('.cell, .jp-Cell');
+    const positioned = [...document.querySelectorAll('#notebook-container .text_cell_render *, '
+                                                     + '#notebook-container .output_subarea *')]
+        .filter(e => ['fixed', 'absolute', 'sticky'].includes(getComputedStyle(e).position)).length;
+    // mallory's own element (never the text of her cell shown as code, nor a wrapper holding that code)
+    const hers = !!(el && cell && !el.closest('pre') && !el.querySelector('pre')
+                    && /Session expired|Log in again/.test(el.textContent));
+    return {covered: hers || !!(el && el.closest('#attn-control')), positioned,
+            modals: document.querySelectorAll('#notebook-container .modal').length};
+}"""
 
 
 def _class(course) -> dict[str, int]:
@@ -41,7 +67,10 @@ def _class(course) -> dict[str, int]:
     # nbformat would refuse to write the invalid cell id one vector carries: write the JSON as a student could.
     path = course / "submitted" / "mallory" / NB / f"{NB}.ipynb"
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps(hostile(released)))
+    mallory = hostile(released)
+    mallory.cells.append(nbformat.v4.new_markdown_cell(MODAL))
+    mallory.cells.append(nbformat.v4.new_markdown_cell("<!--" + "<a" * 32_000))  # CVE-2025-6069's input, 64 KB
+    path.write_text(json.dumps(mallory))
     log = in_course("autograde", NB, "--create")
     assert "markdown shown as text" in log and "mallory" in log, log[-3000:]
     in_course("generate_feedback", NB)
@@ -115,6 +144,20 @@ def test_no_submission_runs_script_where_anyone_looks(lab, browser):  # noqa: F8
         traces.assert_none(f"Formgrader, {student}'s submission")
         text = container.inner_text()
         assert "softmax" in text and " points" in text, "the score tables are shown"
+        if student == "mallory":  # her modal, shown as text, covers nothing
+            tab.page.evaluate("""() => {  // her cell near the top of the window, so the centre shows what follows
+                const cell = [...document.querySelectorAll('#notebook-container .cell')]
+                    .find(c => c.textContent.includes('Session expired'));
+                cell.scrollIntoView({block: 'start'});
+                window.scrollBy(0, -100);
+            }""")
+            tab.shot("untrusted-formgrader-mallory-modal")
+            assert tab.page.evaluate(COVERED) == {"covered": False, "positioned": 0, "modals": 0}
+            # Control: the same modal planted by the test does cover the page, and COVERED sees it.
+            tab.page.evaluate("html => document.querySelector('#notebook-container').insertAdjacentHTML("
+                              "'beforeend', html)", MODAL.replace('class="modal"', 'class="modal" id="attn-control"'))
+            assert tab.page.evaluate(COVERED)["covered"], "the control modal did not cover the page"
+            tab.page.evaluate("() => document.getElementById('attn-control').remove()")
     # alice's own notes render as she wrote them: heading, maths source, table, code, her picture, a link.
     assert container.locator("h3", has_text="My notes").count() == 1
     assert container.locator("table", has_text="std of scores").count() == 1
@@ -141,6 +184,29 @@ def test_no_submission_runs_script_where_anyone_looks(lab, browser):  # noqa: F8
     tab.shot("untrusted-feedback-file")
     traces.assert_none("feedback HTML opened as a file")
     assert "softmax" in tab.page.inner_text("body")
+
+    # Issue 32: the feedback page's own policy. A script planted into a copy of it (as if something had got past the
+    # sanitiser) runs neither from disk nor from /files/; the same copy without the policy runs it from disk.
+    written = (course / feedback).read_text()
+    assert '<meta http-equiv="Content-Security-Policy"' in written[:written.index("<style")]
+    body, end = written.rsplit("</body>", 1)
+    planted = f'{body}<script>{payload(40)}</script><img src="x" onerror="{payload(41)}"></body>{end}'
+    (course / "feedback" / "planted.html").write_text(planted)
+    (course / "feedback" / "control.html").write_text(re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "",
+                                                             planted))
+    control = Page(browser, url)  # its own tab: the errors of the payload it runs are expected
+    control.page.goto((course / "feedback" / "control.html").as_uri())
+    control.page.wait_for_function(f"() => window.__{MARK} && [40, 41].every(n => window.__{MARK}.includes(n))",
+                                   timeout=30_000)
+    control.page.evaluate("() => localStorage.clear()")
+    control.page.close()
+    tab.page.goto((course / "feedback" / "planted.html").as_uri())
+    traces.assert_none("planted feedback HTML opened as a file")
+    assert "softmax" in tab.page.inner_text("body") and " points" in tab.page.inner_text("body")
+    tab.open("/files/feedback/planted.html")
+    traces.assert_none("planted feedback HTML served by the server")
+    assert "softmax" in tab.page.inner_text("body")
+    tab.shot("untrusted-feedback-planted")
 
     print(f"untrusted: {len(vectors())} vectors, no trace in any view;",
           ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))

@@ -96,6 +96,13 @@ def vectors(base: str = "/") -> list[tuple[str, str, callable]]:
         cell["id"] = f'x"><img src=x onerror="{P(19)}">'
         nb.cells.append(cell)
 
+    def split_across_cells(nb: NotebookNode) -> None:
+        # Issue 32: a tag left open at the end of one cell (an HTML block: raw to the page) takes in the page's markup
+        # up to the next cell, whose plain text closes the attribute and adds a handler. mistune writes `"` in text as
+        # &quot;, which the browser decodes inside the attribute: the payload's quotes become double ones.
+        nb.cells.append(nbformat.v4.new_markdown_cell("My notes\n\n<details open title='"))
+        nb.cells.append(nbformat.v4.new_markdown_cell(f"' ontoggle='{P(21).replace(chr(39), chr(34))}'>more</details>"))
+
     def output_metadata(nb: NotebookNode) -> None:
         cell = nbformat.v4.new_code_cell("plot()", execution_count=1)
         cell.outputs = [_output({"image/png": PNG, "text/plain": "<Figure>"},
@@ -125,6 +132,10 @@ def vectors(base: str = "/") -> list[tuple[str, str, callable]]:
         ("raw cell text/html", "raw cell", raw_html),
         ("cell id breaking out of id=", "metadata", cell_id),
         ("output metadata image width", "output metadata", output_metadata),
+        ("markdown tag split across two cells", "markdown", split_across_cells),
+        # Issue 32: a relative link passes as one; the templates' strip_files_prefix, after markdown2html, makes it
+        # `javascript:`.
+        ("markdown link files/javascript:", "markdown", markdown(22, f"[see my notes](<files/javascript:{P(22)}>)")),
     ]
 
 
@@ -181,5 +192,6 @@ def audit_html(text: str) -> list[str]:
 def vector_ids(found: list[str]) -> set[int]:
     """Which vectors' payloads `found` (audit_html's answer) holds."""
     import re
+    from urllib.parse import unquote
 
-    return {int(n) for f in found for n in re.findall(r"concat\(\[(\d+)\]\)", f)}
+    return {int(n) for f in found for n in re.findall(r"concat\(\[(\d+)\]\)", unquote(f))}  # URLs: %5B is [

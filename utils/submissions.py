@@ -621,7 +621,19 @@ class SafeAutograde(Autograde, _OnlyNotebooks):
 
 
 class SafeGenerateFeedback(GenerateFeedback, _OnlyNotebooks):
+    """nbgrader's generate_feedback, whose page carries a Content-Security-Policy of its own.
+
+    The feedback HTML is opened anywhere: by the student from disk, by the instructor from the Jupyter server's
+    /files/ (with the instructor's session). Its <meta> policy (utils.sanitize.with_feedback_policy) lets no script
+    run but the page's own and fetches nothing from outside, so markup that got past the sanitiser still cannot act.
+    """
+
     extras = "files that are not the assignment's notebooks, not copied to feedback/ (only the generated .html is)"
+
+    def write_single_notebook(self, output: str, resources: Any) -> None:
+        from .sanitize import with_feedback_policy
+
+        super().write_single_notebook(with_feedback_policy(output), resources)
 
 
 def install() -> None:
