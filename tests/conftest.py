@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 # Every process of a test run computes on one thread: the suite runs two test workers on two cores, and torch's
 # OpenMP threads in several processes spin against each other (03's notebook alone: 22 s; beside 02, 58 s with two
@@ -133,10 +134,7 @@ def attn_check(path: Path | str, *extra: str, env: dict[str, str] | None = None,
     printed exactly one JSON object.
     """
     if not (extra or env or cli):
-        result = engine().check(path, only=only)
-        result.pop("_checks", None)
-        result.pop("_notes", None)
-        result.pop("_lang", None)
+        result = engine().check(path, only=only).to_json()
         return json.loads(json.dumps(result))  # what --json prints: JSON, nothing else
     extra = (*extra, "--exercise", only) if only else extra
     proc = subprocess.run(
@@ -174,7 +172,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def by_id(result: dict) -> dict[str, dict]:
+def by_id(result: Any) -> dict[str, dict]:
+    """Each exercise of a result (`attn check --json`'s dict, or the NotebookResult it is printed from), by id."""
+    result = result.to_json() if hasattr(result, "to_json") else result
     return {ex["id"]: ex for ex in result["exercises"]}
 
 

@@ -37,7 +37,7 @@ def sample(plants) -> list[tuple[str, str, list[dict]]]:
 
 
 def scores(grading) -> dict[str, float]:
-    return {e["id"]: e["score"] for e in grading.exercises}
+    return {e.id: e.score for e in grading.exercises}
 
 
 def main() -> None:

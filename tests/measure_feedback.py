@@ -94,12 +94,9 @@ def attn_check(path: Path) -> tuple[dict | None, str]:
         engine = _THREAD.engine = checking.Engine()
         atexit.register(engine.close)
     try:
-        result = engine.check(path)
+        result = engine.check(path).to_json()
     except Exception as exc:  # noqa: BLE001 - recorded as this plant's error; the others go on
         return None, f"attn check could not grade it: {type(exc).__name__}: {exc}"
-    result.pop("_checks", None)
-    result.pop("_notes", None)
-    result.pop("_lang", None)
     return json.loads(json.dumps(result)), ""
 
 

@@ -203,10 +203,10 @@ def test_replaying_visible_answers_earns_no_hidden_check(attack, tmp_path):
     from .conftest import engine
 
     grading = engine().grade(load_learner_notebook(build(attack, nbs.ROOT, tmp_path)), NOTEBOOK)
-    exercise = next(e for e in grading.exercises if e["id"] == attack["hidden_all_fail"])
-    hidden = [c for c in exercise["checks"] if c["hidden"]]
-    assert hidden and not any(c["passed"] for c in hidden), hidden
-    assert exercise["score"] < exercise["max_score"]
+    exercise = next(e for e in grading.exercises if e.id == attack["hidden_all_fail"])
+    hidden = [c for c in exercise.checks if c.hidden]
+    assert hidden and not any(c.passed for c in hidden), hidden
+    assert exercise.score < exercise.max_score
 
 
 def test_a_class_graded_by_nbgrader_gets_the_attn_check_scores(tmp_path):

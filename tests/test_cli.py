@@ -42,19 +42,12 @@ def test_check_refuses_what_it_cannot_grade_with_advice(tmp_path, make, fragment
 
 
 def test_report_lists_each_exercise_and_explains_failures():
-    text = render(
-        {
-            "notebook": "nb",
-            "score": 1.5,
-            "max_score": 4.0,
-            "exercises": [
-                {"id": "softmax", "score": 1.5, "max_score": 2.0, "passed": False, "feedback": "overflow", "mistake": "m"},
-                {"id": "pool", "score": 0.0, "max_score": 2.0, "passed": True, "feedback": "fine", "mistake": None},
-            ],
-        }
-    )
-    assert text.splitlines()[0] == "nb: 1.5 / 4 points"
-    assert "FAIL  softmax" in text and "overflow" in text and "fine" not in text
+    from utils.results import ExerciseResult, NotebookResult
+
+    text = render(NotebookResult("nb", (ExerciseResult("softmax", 1.5, 2.0, summary="overflow", mistake="m"),
+                                        ExerciseResult("pool", 2.0, 2.0, summary="fine"))))
+    assert text.splitlines()[0] == "nb: 3.5 / 4 points"
+    assert "FAIL  softmax" in text and "PASS  pool" in text and "overflow" in text and "fine" not in text
 
 
 def test_maintenance_commands_report_an_up_to_date_course():

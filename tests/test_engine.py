@@ -74,11 +74,11 @@ def test_an_engine_grades_like_a_fresh_start_and_survives_a_lost_zygote(tmp_path
     with Engine() as engine:
         for p in (solution, blank, solution):
             warm = engine.check(p)
-            assert warm["score"] == cold[p]["score"] and warm["max_score"] == cold[p]["max_score"], warm
+            assert warm.score == cold[p].score and warm.max_score == cold[p].max_score, warm
         engine._zygote.close()  # as if the machine killed it
-        assert engine.check(solution)["score"] == cold[solution]["score"]
+        assert engine.check(solution).score == cold[solution].score
         assert engine.started == 2
-    assert cold[solution]["score"] == cold[solution]["max_score"] > 0 == cold[blank]["score"]
+    assert cold[solution].score == cold[solution].max_score > 0 == cold[blank].score
 
 
 SPAWNED_ONLY = {"cell": "softmax", "old": "    return e / e.sum(dim=dim, keepdim=True)",

@@ -357,11 +357,9 @@ def test_the_table_leads_with_the_verdict_and_folds_every_check_into_details():
 
 def test_attn_check_verbose_lists_every_check():
     from utils.engine.checking import render
+    from utils.results import NotebookResult
 
-    report = _five_failures(NO_SCALE).score().report
-    ex = {k: report[k] for k in ("id", "score", "max_score", "passed", "feedback", "mistake")}
-    result = {"notebook": "nb", "score": ex["score"], "max_score": 6.0, "exercises": [ex],
-              "_checks": {"ex": report["checks"]}}
+    result = NotebookResult("nb", (_five_failures(NO_SCALE).score().result,))
     short, verbose = render(result), render(result, verbose=True)
     assert "RuntimeError" not in short and "attn check --verbose" in short
     assert "RuntimeError" in verbose and "[passes]" in verbose and "attn check --verbose" not in verbose
@@ -412,8 +410,11 @@ def test_equal_names_a_mistake_only_where_every_comparison_agrees_and_trusts_onl
 
 def test_a_random_answer_is_the_verdict_even_where_more_checks_share_another_diagnosis():
     from utils.grading import VARIES, CheckFailure, CheckResult, _verdict
+    from utils.results import Message
     scaled = "your output is the expected one multiplied by about 1.111 everywhere"
+    varied = Message.of(VARIES, changed=3, total=12)
     results = [CheckResult(f"c{i}", 1, True, passed=False, failure=CheckFailure("wrong", diagnosis=d))
-               for i, d in enumerate([scaled, scaled, f"{VARIES} (3 of 12 entries differed)", scaled])]
+               for i, d in enumerate([scaled, scaled, varied, scaled])]
     verdict, lead = _verdict(results)
-    assert verdict.startswith(f"Diagnosis: {VARIES}") and lead[0] == 2
+    assert verdict == f"Diagnosis: {varied}" and lead[0] == 2
+    assert verdict.startswith("Diagnosis: your output changes from one call to the next with the same inputs (3 of 12")

@@ -109,7 +109,7 @@ def test_a_mistake_in_a_chinese_copy_is_named_in_chinese(tmp_path):
 
     same = [engine().grade(load_learner_notebook(path), assignment, seed=1234).exercises
             for path in (tmp_path / "en" / assignment / f"{assignment}.ipynb", zh_source)]
-    assert [e["score"] for e in same[0]] == [e["score"] for e in same[1]]
+    assert [e.score for e in same[0]] == [e.score for e in same[1]]
     with i18n.speaking("zh"):
         name = i18n._(english[ex]["mistake"])
     assert name != english[ex]["mistake"] and name in chinese[ex]["feedback"], chinese[ex]["feedback"]

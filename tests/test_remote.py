@@ -131,7 +131,8 @@ def test_modules_load_weights_and_pass_gradients_back(worker):
 def test_learner_exceptions_come_back_as_exceptions_checks_can_expect(worker):
     with pytest.raises(ValueError, match=r"shapes \(3,\) and \(4,\) disagree") as info:
         remote(worker, "fail")()
-    assert "in fail, line" in info.value.learner_where
+    where = info.value.learner_where  # data: the function, the line and its code
+    assert where.function == "fail" and where.line and "disagree" in where.code
     worker.names["nowhere"] = "`nowhere` is not defined: your notebook has no answer cell for it"
     with pytest.raises(NameError, match="no answer cell"):
         remote(worker, "nowhere")(1)
@@ -143,9 +144,10 @@ def test_peak_memory_is_read_from_outside_the_worker(worker):
     assert small < 16 * 2**20 < 60 * 2**20 < large
 
 
-@pytest.mark.parametrize("call, seconds, reason", [("loop", 1.0, "cpu"), ("nap", 0.5, "wall")])
+@pytest.mark.parametrize("call, seconds, reason", [("loop", 1.0, "cpu"), ("nap", 0.5, "idle")])
 def test_a_worker_past_its_budget_is_killed_for_the_right_reason(worker, call, seconds, reason):
-    """A loop spends the budget's CPU seconds; code that waits instead spends WALL_FACTOR times as many on the clock."""
+    """A loop spends the budget's CPU seconds; code that waits instead spends as many seconds waiting (and a busy
+    machine, which stretches the wall clock, neither: tests/test_budgets.py)."""
     import time
 
     from utils.engine.remote import WALL_FACTOR
@@ -162,7 +164,7 @@ def test_a_worker_past_its_budget_is_killed_for_the_right_reason(worker, call, s
     if reason == "cpu":
         assert seconds <= cpu < seconds + 1.0 and took < seconds * WALL_FACTOR, (cpu, took)
     else:
-        assert seconds * WALL_FACTOR <= took < seconds * WALL_FACTOR + 1.0 and cpu < seconds, (cpu, took)
+        assert seconds <= took < seconds + 1.0 and cpu < seconds, (cpu, took)
 
 
 def test_plan_runs_the_course_cells_and_grades_course_tests_in_the_course_order():

@@ -154,7 +154,7 @@ def _planted(plant: dict) -> nbformat.NotebookNode:
 
 
 def _results(grading) -> list[tuple]:
-    return [(e["id"], e["score"], e["passed"], e["feedback"]) for e in grading.exercises]
+    return [(e.id, e.score, e.passed, e.feedback()) for e in grading.exercises]
 
 
 @pytest.mark.slow
@@ -184,7 +184,7 @@ def test_the_learners_code_cannot_read_the_key_while_it_is_graded(engine):
     path = seeds.key_path()
     key = seeds.seed_key()
     assert path.read_text().strip() == key.hex(), "the control: the grading side reads it"
-    result = by_id(engine.grade(_with_answer("softmax", _READS_THE_KEY.format(path=str(path))), A).as_json(A))
+    result = by_id(engine.grade(_with_answer("softmax", _READS_THE_KEY.format(path=str(path))), A).result(A))
     feedback = result["softmax"]["feedback"]
     assert "no key here" in feedback and "the key is" not in feedback, feedback
     assert key.hex() not in json.dumps(result)
@@ -252,7 +252,7 @@ def test_an_answer_that_predicts_its_inputs_gains_nothing_now(engine):
     assert _old_seed(learner) == seed, "before: the table did not change the seed it was made for"
     assert seeds.submission_seed(learner) != seeds.submission_seed(empty), "now: the docstring is hashed"
 
-    before = by_id(engine.grade(learner, A, seed=_old_seed(learner)).as_json(A))["softmax"]
-    now = by_id(engine.grade(learner, A).as_json(A))["softmax"]
+    before = by_id(engine.grade(learner, A, seed=_old_seed(learner)).result(A))["softmax"]
+    now = by_id(engine.grade(learner, A).result(A))["softmax"]
     assert before["score"] > 0, ("the attack was real: it earned points before", before)
     assert now["score"] == 0, ("it earns nothing now", now)

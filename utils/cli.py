@@ -89,16 +89,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     finally:
         engine.close()
     if args.json:
-        result.pop("_checks", None)  # the JSON contract: the exercises' scores, feedback and mistakes
-        result.pop("_lang", None)
-        for note in result.pop("_notes", []):
-            print(f"attn check: note: {note}", file=sys.stderr)
-        print(json.dumps(result))
-    else:
         from .i18n import speaking
+        from .results import say
 
-        with speaking(result.pop("_lang", "en")):
-            print(render(result, verbose=args.verbose))
+        with speaking(result.lang):
+            for note in result.notes:
+                print(f"attn check: note: {say(note)}", file=sys.stderr)
+        print(json.dumps(result.to_json()))  # the JSON contract: the exercises' scores, feedback and mistakes
+    else:
+        print(render(result, verbose=args.verbose))
     return 0
 
 

@@ -48,6 +48,7 @@ from .diagnose import diagnose
 from .failures import CheckFailure, CheckTimeout, Mistake, diagnosed, explained, translate_with
 from .i18n import N_, _, set_language  # noqa: F401 - set_language: the notebooks' setup cells import it from here
 from .notebooks import GRADER_ENV, grader_dir  # noqa: F401 - where the hidden tests are (no torch there)
+from .results import LEAD_CHECKS, CheckOutcome, ExerciseResult, Message, Where, kind
 
 translate_with(_)  # the mistakes' and diagnoses' words, in the language the learner reads
 
@@ -57,13 +58,15 @@ TOLERANCE: dict[str, float] = {"rtol": 1e-4, "atol": 1e-5}
 CHECK_TIME_LIMIT_S = float(os.environ.get("ATTN_CHECK_TIME_LIMIT", "20"))
 #: After one check of an exercise timed out, its remaining checks get this long (the loop is likely everywhere).
 AFTER_TIMEOUT_S = 1.0
-#: How the diagnosis of an answer that changes between identical calls begins (`utils.engine.checking` writes it).
-VARIES = "your output changes from one call to the next with the same inputs"
-#: That diagnosis in full, as the engine writes it in English (read back to be shown in the learner's language).
-_VARIED = re.compile(re.escape(VARIES) + r" \((?P<changed>\d+) of (?P<total>\d+) entries differed when the same call "
-                     r"was made again\): something random runs where the result must be deterministic — dropout where "
-                     r"none belongs or in eval mode \(an nn\.Dropout module follows \.eval\(\); F\.dropout needs "
-                     r"training=self\.training\), or torch\.rand/randn in the computation\.")
+#: The diagnosis of an answer that changes between identical calls (only the grader can make the call again: see
+#: `CheckContext.varies`), with how many entries differed and of how many.
+VARIES = N_("your output changes from one call to the next with the same inputs ({changed} of {total} entries "
+            "differed when the same call was made again): something random runs where the result must be "
+            "deterministic — dropout where none belongs or in eval mode (an nn.Dropout module follows .eval(); "
+            "F.dropout needs training=self.training), or torch.rand/randn in the computation.")
+#: What an exercise that is not written yet says.
+NOT_IMPLEMENTED = Message.of(N_("not implemented yet — replace `raise NotImplementedError()` with your code, then rerun "
+                                "this cell."))
 #: MIME type of the machine-readable result that ``attn check`` reads from a test cell.
 RESULT_MIME = "application/vnd.attn.check+json"
 #: What a comparison calls the tensor it compares when the test cell does not say (translated where it is shown).
@@ -86,21 +89,27 @@ class CheckResult:
 
 
 class Score(float):
-    """A score that nbgrader reads as partial credit (``text/plain`` is the number) and people read as a table."""
+    """A score that nbgrader reads as partial credit (``text/plain`` is the number) and people read as a table:
+    `result` is the exercise's `ExerciseResult`, `report` its words in the language now spoken."""
 
-    report: dict[str, Any]
+    result: ExerciseResult
 
-    def __new__(cls, value: float, report: dict[str, Any]) -> Score:
+    def __new__(cls, value: float, result: ExerciseResult) -> Score:
         obj = super().__new__(cls, value)
-        obj.report = report
+        obj.result = result
         return obj
+
+    @property
+    def report(self) -> dict[str, Any]:
+        return self.result.report()
 
     def __repr__(self) -> str:
         return repr(float(self))
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         # Keys sorted all the way down, as nbformat stores them: a freshly run cell then compares equal (nbval).
-        return {"text/html": report_html(self.report), RESULT_MIME: json.loads(json.dumps(self.report, sort_keys=True))}
+        report = self.report
+        return {"text/html": report_html(report), RESULT_MIME: json.loads(json.dumps(report, sort_keys=True))}
 
 
 @contextlib.contextmanager
@@ -155,41 +164,18 @@ def _undefined_because(name: str | None) -> str | None:
     return None
 
 
-#: How the learner's worker locates an exception (`utils.engine.worker.describe`), read back to be translated.
-_REPORTED_WHERE = re.compile(r" \(in (?P<function>.*?), line (?P<line>\d+)(?:: `(?P<code>.*)`)?\)", re.DOTALL)
-
-
-def _located(function: str, line: Any, code: str | None) -> str:
-    if code is None:
-        return _(" (in {function}, line {line})").format(function=function, line=line)
-    return _(" (in {function}, line {line}: `{code}`)").format(function=function, line=line, code=code)
-
-
-def _varied(diagnosis: str) -> str:
-    """The engine's diagnosis of an answer that changes between identical calls, in the learner's language."""
-    found = _VARIED.fullmatch(diagnosis)
-    if found is None:
-        return diagnosis
-    return _("your output changes from one call to the next with the same inputs ({changed} of {total} entries "
-             "differed when the same call was made again): something random runs where the result must be "
-             "deterministic — dropout where none belongs or in eval mode (an nn.Dropout module follows .eval(); "
-             "F.dropout needs training=self.training), or torch.rand/randn in the computation.").format(
-        changed=found["changed"], total=found["total"])
-
-
 def _where(exc: BaseException) -> str:
     """The learner's line that raised `exc`, as ' (in f, line N: `code`)', or '' when it is not theirs."""
     reported = getattr(exc, "learner_where", None)  # raised in the learner's process, located there
-    if reported is not None:
-        found = _REPORTED_WHERE.fullmatch(reported)
-        return _located(found["function"], found["line"], found["code"]) if found else reported
+    if isinstance(reported, Where):
+        return reported.said()
     ours = (str(Path(__file__).resolve().parent), os.sep + "torch" + os.sep, "grader")
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if not any(s in f.filename for s in ours)]
     if not frames:
         return ""
     frame = frames[-1]
     code = (frame.line or "").strip()
-    return _located(frame.name, frame.lineno, code) if code else ""
+    return Where(frame.name, frame.lineno, code).said() if code else ""
 
 
 class CheckContext:
@@ -226,15 +212,15 @@ class CheckContext:
             raise KeyError(f"grader/{notebook}.py has no hidden tests for {checker.exercise!r}")
         return tests[checker.exercise], load_references(notebook)
 
-    def varies(self, checker: Checker, returned: torch.Tensor) -> str | None:
-        """A diagnosis when the wrong output `returned` changes from one call to the next with the same inputs:
-        only the grader can make the call again."""
+    def varies(self, checker: Checker, returned: torch.Tensor) -> Message | None:
+        """A diagnosis (`VARIES`) when the wrong output `returned` changes from one call to the next with the same
+        inputs: only the grader can make the call again."""
         return None
 
-    def announce(self, checker: Checker, report: dict[str, Any]) -> None:
+    def announce(self, checker: Checker, result: ExerciseResult) -> None:
         """Under nbgrader's Validate button, say what failed on stderr: the dialog shows stderr, not tables."""
-        if os.environ.get("NBGRADER_VALIDATING") and not report["passed"]:
-            print(f"{_points(report)}\n{report['feedback']}", file=sys.stderr)
+        if os.environ.get("NBGRADER_VALIDATING") and not result.passed:
+            print(f"{_points(result.report())}\n{result.feedback()}", file=sys.stderr)
 
 
 LIVE = CheckContext()
@@ -267,6 +253,8 @@ class Checker:
         # Every comparison that offered catalogued mistakes: (those offered, those the answer reproduced).
         self._evidence: list[tuple[frozenset[Mistake], frozenset[Mistake]]] = []
         self._pending: CheckFailure | None = None  # the first failed case of the running check
+        self._score: Score | None = None  # the last score, and how many checks it counted
+        self._scored = 0
 
     # -- running checks -------------------------------------------------------------------
     @contextlib.contextmanager
@@ -401,7 +389,7 @@ class Checker:
             # no catalogued mistake survives: none matched here, or another comparison ruled out those that did.
             # Randomness first: a random answer can look like a simple transformation on a small input by chance.
             varied = self.context.varies(self, returned)
-            found = _varied(varied) if varied else diagnose(actual, expected, rtol=tol["rtol"], atol=tol["atol"])
+            found = varied or diagnose(actual, expected, rtol=tol["rtol"], atol=tol["atol"])
             raise CheckFailure(message, candidates=matched, diagnosis=found, wrong_values=wrong_values,
                                varies=bool(varied))
 
@@ -567,48 +555,34 @@ class Checker:
                 named.add(r.mistake)
 
     def score(self) -> Score:
-        """The points earned, as a float nbgrader reads and a report JupyterLab shows."""
+        """The points earned, as a float nbgrader reads and a report JupyterLab shows (`Score.result`: the exercise's
+        `ExerciseResult`). Computed once: asked again without a new check, it is the same object."""
+        if self._score is not None and self._scored == len(self.results):
+            return self._score
         self.settle()
         total = sum(r.weight for r in self.results)
         earned = sum(r.weight for r in self.results if r.passed)
         value = 0.0 if self.not_implemented or total == 0 else round(self.points * earned / total, 2)
         failed = [r for r in self.results if not r.passed]
-        mistake = next((r.mistake.name for r in failed if r.mistake is not None), None)
-        verdict, lead = None, []
+        cause = _cause(self.results)
+        checks = tuple(CheckOutcome(r.name, r.passed, r.hidden, r.message, "" if r.passed else _line(r, cause))
+                       for r in self.results)
+        verdict, lead, summary = None, None, ""
         if not self.results:
-            feedback = _("no checks ran.")
+            summary = Message.of(N_("no checks ran."))
         elif self.not_implemented:
-            feedback = _("not implemented yet — replace `raise NotImplementedError()` with your code, then rerun this "
-                         "cell.")
+            summary = NOT_IMPLEMENTED
         elif failed:
             verdict, lead = _verdict(self.results)
-            feedback = _verdict_first(self.results, verdict, lead)
         else:
-            feedback = _("all {n} checks passed.").format(n=len(self.results))
-        report = {
-            "id": self.exercise,
-            "score": value,
-            "max_score": self.points,
-            "passed": value == self.points,
-            "feedback": feedback,
-            "mistake": mistake,
-            "graded": self._graded,
-            "checks": [
-                {"name": r.name, "passed": r.passed, "hidden": r.hidden, "message": r.message}
-                for r in self.results
-            ],
-        }
-        if failed and not self.not_implemented:
-            # Only a failed exercise carries these: a passed one's report (stored in the notebooks) stays as it was.
-            report["verdict"] = verdict
-            report["lead"] = lead
-        self.context.announce(self, report)
-        return Score(value, report)
-
-
-#: How many failed checks the feedback shows under its verdict; the rest are one flag away (`attn check --verbose`,
-#: the table's "all checks" fold).
-LEAD_CHECKS = 3
+            summary = Message.of(N_("all {n} checks passed."), n=len(self.results))
+        result = ExerciseResult(
+            self.exercise, value, self.points, checks, summary=summary, verdict=verdict,
+            lead=tuple(lead) if lead is not None else None,
+            mistake=next((r.mistake.name for r in failed if r.mistake is not None), None), graded=self._graded)
+        self.context.announce(self, result)
+        self._score, self._scored = Score(value, result), len(self.results)
+        return self._score
 
 
 def _plain(x: Any) -> Any:
@@ -651,7 +625,7 @@ def _cause(results: list[CheckResult]) -> Mistake | str | None:
     # A random answer makes every other diagnosis a coincidence (dropout that happened to drop nothing looks like
     # "multiplied by 1/(1 - p)"): where one check saw the answer change, that is the verdict.
     return next((_diagnosis_of(r) for r in failed if _diagnosis_of(r)
-                 and (r.failure.varies or _diagnosis_of(r).startswith(VARIES))), best)
+                 and (r.failure.varies or kind(_diagnosis_of(r)) == VARIES)), best)
 
 
 def _said(cause: Mistake | str | None) -> str | None:
@@ -697,61 +671,71 @@ def _line(r: CheckResult, cause: Mistake | str | None) -> str:
     return exc.detail
 
 
-def _verdict_first(results: list[CheckResult], verdict: str | None, lead: list[int]) -> str:
-    """The feedback of a failed exercise: the verdict, the few checks that show it, and how many more failed."""
-    cause = _cause(results)
-    shown = [results[i] for i in lead]
-    failed = [r for r in results if not r.passed]
-    if len({_line(r, cause) for r in failed}) == 1:
-        shown = failed  # one message for every failed check (a SyntaxError in its cell): one line says it all
-    lines = [verdict] if verdict else []
-    body = _one_line_each(shown, [_line(r, cause) for r in shown])
-    lines += body.splitlines()
-    more = len(failed) - len(shown)
-    if more == 1:
-        lines.append(_("(and 1 more failed check: `attn check --verbose` lists every check)"))
-    elif more:
-        lines.append(_("(and {n} more failed checks: `attn check --verbose` lists every check)").format(n=more))
-    return "\n".join(lines)
-
-
-def _one_line_each(failed: list[CheckResult], messages: list[str] | None = None) -> str:
-    """One line per failed check; checks that failed with the same message (a name undefined because its cell has a
-    SyntaxError fails all of them) share one line instead of repeating it."""
-    groups: dict[str, list[str]] = {}
-    for r, message in zip(failed, messages if messages is not None else [r.message for r in failed]):
-        groups.setdefault(message, []).append(r.name)
-    lines = []
-    for message, names in groups.items():
-        if len(names) == 2:
-            more = _(" (and 1 more check)")
-        else:
-            more = _(" (and {n} more checks)").format(n=len(names) - 1) if len(names) > 1 else ""
-        lines.append(f"[{names[0]}]{more} {message}")
-    return "\n".join(lines)
-
-
 _SKIPPED_FOR: set[str] = set()
+#: What a demo says instead of its output while an exercise it calls is unfinished, or raised (`requires`).
+DEMO_UNFINISHED = N_("(finish the exercise {names} above to see this cell's output, then run this cell again)")
+DEMO_STOPPED = N_("(this cell calls {names} above and stopped with {error}: {message}{where} — once the test cell "
+                  "under that exercise passes, run this cell again)")
+
+
+def _open_figures() -> set[int]:
+    """The numbers of matplotlib's open figures (none where pyplot was never imported: nothing to draw)."""
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    return set(pyplot.get_fignums()) if pyplot is not None else set()
+
+
+def _close_figures_but(kept: set[int]) -> None:
+    """Close every figure opened since `kept` was taken: a demo that stopped shows no empty axes."""
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    for number in _open_figures() - kept:
+        pyplot.close(number)
+
+
+def _demo_error(exc: Exception) -> tuple[str, str, str]:
+    """(type, first line of the message, ' (in f, line N: `code`)') of what stopped a demo: the innermost line of
+    notebook code (the learner's function, or the demo's own line), never PyTorch's or the course package's."""
+    lines = str(exc).strip().splitlines()
+    message = lines[0] if lines else ""
+    message = message if len(message) <= 200 else message[:199] + "…"
+    skip = (str(Path(__file__).resolve().parent) + os.sep, os.sep + "torch" + os.sep, os.sep + "site-packages" + os.sep)
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not any(s in f.filename for s in skip)]
+    where = ""
+    if frames and frames[-1].name != "<module>" and (frames[-1].line or "").strip():
+        frame = frames[-1]
+        where = _(" (in {function}, line {line}: `{code}`)").format(function=frame.name, line=frame.lineno,
+                                                                    code=frame.line.strip())
+    return type(exc).__name__, message, where
 
 
 @contextlib.contextmanager
 def requires(*exercises: str) -> Iterator[None]:
-    """Run a demo that calls the learner's `exercises`; while one is unfinished, say so instead of failing.
+    """Run a demo that calls the learner's `exercises`; while one is unfinished or raises, say so in one line.
 
-    Run All then goes on past the demo. A later demo that uses a variable an earlier skipped demo would have
-    defined is skipped the same way (a NameError after a skip), while a NameError anywhere else still shows.
+    Run All then goes on past the demo, and the demo draws nothing: figures it opened are closed, so no empty axes
+    are shown. An unfinished exercise (NotImplementedError) gets "finish the exercise"; any other exception (a wrong
+    answer of the wrong shape, a failed gradcheck) gets one sentence with its type, message and line. A later demo
+    that uses a variable an earlier skipped demo would have defined is skipped the same way (a NameError after a
+    skip). KeyboardInterrupt (the stop button) is not caught.
     """
     names = ", ".join(f"`{e}`" for e in exercises) or _("an exercise above")
-    said = _("(finish the exercise {names} above to see this cell's output, then run this cell again)")
+    kept = _open_figures()
     try:
         yield
     except NotImplementedError:
         _SKIPPED_FOR.update(exercises)
-        print(said.format(names=names))
-    except NameError:
-        if not _SKIPPED_FOR:
-            raise
-        print(said.format(names=names))
+        _close_figures_but(kept)
+        print(_(DEMO_UNFINISHED).format(names=names))
+    except NameError as exc:
+        _close_figures_but(kept)
+        if _SKIPPED_FOR:
+            print(_(DEMO_UNFINISHED).format(names=names))
+        else:
+            _SKIPPED_FOR.update(exercises)
+            print(_(DEMO_STOPPED).format(names=names, **dict(zip(("error", "message", "where"), _demo_error(exc)))))
+    except Exception as exc:  # noqa: BLE001 - a wrong answer never stops Run All: the test cell says what is wrong
+        _SKIPPED_FOR.update(exercises)
+        _close_figures_but(kept)
+        print(_(DEMO_STOPPED).format(names=names, **dict(zip(("error", "message", "where"), _demo_error(exc)))))
 
 
 @dataclass(frozen=True)
@@ -926,7 +910,7 @@ def report_html(report: dict[str, Any]) -> str:
         mark = ('<span style="color:#1a7f37; font-weight:bold">&#10003;</span>' if c["passed"]
                 else '<span style="color:#cf222e; font-weight:bold">&#10007;</span>')
         name = _inline_code(c["name"]) + (hidden if c["hidden"] else "")
-        message = c["message"].replace(verdict, "").strip() if short and verdict else c["message"]
+        message = c.get("line") or c["message"] if short else c["message"]
         return f"<tr><td {cell}>{mark}</td><td {cell}>{name}</td><td {cell}>{_inline_code(message)}</td></tr>"
 
     rows = [row(c) for c in report["checks"]]

@@ -143,6 +143,26 @@ def nbgrader_meta(cell: NotebookNode) -> dict:
     return dict(cell.metadata.get("nbgrader", {}))
 
 
+def course_cells(course: NotebookNode, learner: NotebookNode) -> dict[int, NotebookNode]:
+    """Which of the learner's cells stand for which of the course's: {learner cell index: course cell}.
+
+    A learner's cell is the course's cell X when it carries X's grade_id, has X's type and is the first such cell;
+    every other cell (added, duplicated, renamed or re-tagged) is the learner's own, whatever its metadata says.
+    Grading (`utils.engine.checking.plan`), nbgrader's checks (`KeepCourseCells`) and the graded notebook
+    (`utils.engine.autograde.annotate`) all ask this one question."""
+    by_id = {nbgrader_meta(c)["grade_id"]: c for c in course.cells if nbgrader_meta(c).get("grade_id")}
+    matched: dict[int, NotebookNode] = {}
+    seen: set[str] = set()
+    for index, cell in enumerate(learner.cells):
+        meta = cell.get("metadata")
+        nbgrader = meta.get("nbgrader") if isinstance(meta, dict) else None
+        gid = nbgrader.get("grade_id") if isinstance(nbgrader, dict) else None
+        if isinstance(gid, str) and gid in by_id and gid not in seen and cell.get("cell_type") == by_id[gid].cell_type:
+            seen.add(gid)
+            matched[index] = by_id[gid]
+    return matched
+
+
 def is_test_cell(cell: NotebookNode) -> bool:
     """A locked, graded code cell (autograder tests)."""
     meta = nbgrader_meta(cell)

@@ -22,46 +22,51 @@ from nbconvert.preprocessors import Preprocessor
 from nbformat import NotebookNode
 from traitlets import Bool
 
+from ..i18n import _, speaking
+from ..results import ExerciseResult, say
 
-def score_output(result: dict[str, Any], count: int) -> NotebookNode:
-    """The execute_result nbgrader reads as partial credit (text/plain is the score), with the check table."""
+
+def score_output(result: ExerciseResult, count: int) -> NotebookNode:
+    """The execute_result nbgrader reads as partial credit (text/plain is the score), with the check table, in the
+    language now spoken."""
     from ..grading import RESULT_MIME, report_html
 
-    report = {"id": result["id"], "score": result["score"], "max_score": result["max_score"],
-              "passed": result["passed"], "feedback": result["feedback"], "mistake": result["mistake"],
-              "graded": True, "checks": result.get("checks", [])}
-    if "lead" in result:  # verdict first in the feedback HTML too (grading.report_html)
-        report["verdict"], report["lead"] = result.get("verdict"), result["lead"]
-    if not report["checks"]:
-        report["checks"] = [{"name": "grading", "passed": False, "hidden": False, "message": result["feedback"]}]
-    data = {"text/plain": repr(float(result["score"])), "text/html": report_html(report), RESULT_MIME: report}
+    report = {**result.report(), "graded": True}
+    if not report["checks"]:  # the engine stopped it before any check: its reason in the one row
+        report["checks"] = [{"name": _("grading"), "passed": False, "hidden": False, "message": report["feedback"]}]
+    data = {"text/plain": repr(float(result.score)), "text/html": report_html(report), RESULT_MIME: report}
     return nbformat.v4.new_output("execute_result", data=data, execution_count=count)
 
 
 def annotate(nb: NotebookNode, grading: Any, source: NotebookNode) -> NotebookNode:
-    """`nb` with each course test cell's output set to its grade, and nothing else graded."""
-    results = {e["id"]: e for e in grading.exercises}
+    """`nb` with each course test cell's output set to its grade (in the notebook's language), and nothing else
+    graded."""
+    with speaking(grading.lang):
+        return _annotate(nb, grading, source)
+
+
+def _annotate(nb: NotebookNode, grading: Any, source: NotebookNode) -> NotebookNode:
+    from .. import notebooks as nbs
+
+    results = {e.id: e for e in grading.exercises}
     tests = {s.grade_id: s for s in grading.steps if s.kind == "test"}
     answers = {s.grade_id: s for s in grading.steps if s.origin == "answer"}
+    matched = nbs.course_cells(source, nb)
     seen: set[str] = set()
-    for cell in nb.cells:
+    for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
         cell.outputs = []
-        meta = cell.metadata.get("nbgrader", {})
-        gid = meta.get("grade_id")
-        if meta.get("grade") and not meta.get("solution"):
-            if gid in tests and gid not in seen:
-                seen.add(gid)
-            else:
-                cell.metadata.pop("nbgrader", None)  # a grade cell the course does not have counts nothing
-        elif meta.get("grade"):
-            cell.metadata.pop("nbgrader", None)
-        step = answers.get(gid) if meta.get("solution") else None
+        course_cell = matched.get(index)
+        gid = nbs.nbgrader_meta(course_cell).get("grade_id") if course_cell is not None else None
+        if gid in tests:
+            seen.add(gid)
+        elif cell.metadata.get("nbgrader", {}).get("grade"):
+            cell.metadata.pop("nbgrader", None)  # a grade cell the course does not have counts nothing
+        step = answers.get(gid) if course_cell is not None and nbs.is_answer_cell(course_cell) else None
         if step is not None and step.status in ("error", "fatal") and step.error:
-            cell.outputs = [nbformat.v4.new_output(
-                "error", ename=str(step.error.get("type", "Error")), evalue=str(step.error.get("message", "")),
-                traceback=[f"{step.error.get('type')}: {step.error.get('message', '')}"])]
+            kind, said = str(step.error.get("type", "Error")), say(step.error.get("why") or step.error.get("message", ""))
+            cell.outputs = [nbformat.v4.new_output("error", ename=kind, evalue=said, traceback=[f"{kind}: {said}"])]
     # Test cells the learner deleted come back after their answer cell (or at the end).
     by_id = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in source.cells}
     for gid in tests:
@@ -101,19 +106,13 @@ class KeepCourseCells(Preprocessor):
         notebook = resources["nbgrader"]["notebook"]
         if notebook not in nbs.assignments():
             return nb, resources
-        source = {c.metadata["nbgrader"]["grade_id"]: c for c in nbs.read(nbs.solution_path(notebook)).cells
-                  if c.metadata.get("nbgrader", {}).get("grade_id")}
-        seen: set[str] = set()
-        for cell in nb.cells:
-            meta = cell.get("metadata", {}).get("nbgrader")
-            if meta is None:
-                continue
-            gid = meta.get("grade_id") if isinstance(meta, dict) else None
-            if gid in source and gid not in seen and cell.cell_type == source[gid].cell_type:
-                seen.add(gid)
-                cell.metadata["nbgrader"] = copy.deepcopy(source[gid].metadata["nbgrader"])
-            else:
-                del cell.metadata["nbgrader"]
+        matched = nbs.course_cells(nbs.read(nbs.solution_path(notebook)), nb)
+        for index, cell in enumerate(nb.cells):
+            course_cell = matched.get(index)
+            if course_cell is not None:
+                cell.metadata["nbgrader"] = copy.deepcopy(course_cell.metadata["nbgrader"])
+            elif isinstance(cell.get("metadata"), dict):
+                cell.metadata.pop("nbgrader", None)
         return nb, resources
 
 

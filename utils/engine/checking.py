@@ -30,7 +30,7 @@ import textwrap
 import time
 import warnings
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,18 @@ from nbformat import NotebookNode
 
 from .. import course, i18n
 from .. import notebooks as nbs
-from ..grading import VARIES, CheckContext, Checker, grader_dir, load_grader, load_references, standing_in
+from ..grading import (
+    NOT_IMPLEMENTED,
+    VARIES,
+    CheckContext,
+    Checker,
+    grader_dir,
+    load_grader,
+    load_references,
+    standing_in,
+)
+from ..i18n import N_
+from ..results import CheckOutcome, ExerciseResult, Message, NotebookResult, Where, say
 from .remote import WALL_FACTOR, Budget
 from .sandbox import MEMORY_MB
 from .seed import submission_seed  # the hidden inputs' seed (a key of the grading side's)
@@ -84,25 +95,18 @@ def _source(cell: NotebookNode) -> str:
 
 def plan(source: NotebookNode, learner: NotebookNode) -> list[Step]:
     """The steps of grading `learner` against the course notebook `source`, in the course's order."""
-    source_ids = {}
-    for cell in source.cells:
-        gid = nbs.nbgrader_meta(cell).get("grade_id")
-        if gid:
-            source_ids[gid] = cell
     answers: dict[str, str] = {}
     attached: dict[str | None, list[str]] = defaultdict(list)
     anchor: str | None = None
-    seen: set[str] = set()
-    for cell in learner.cells:
-        gid = nbs.nbgrader_meta(cell).get("grade_id") if isinstance(cell.get("metadata"), dict) else None
-        kind = cell.get("cell_type")
-        if gid in source_ids and gid not in seen and kind == source_ids[gid].cell_type:
-            seen.add(gid)
-            anchor = gid
-            if nbs.is_answer_cell(source_ids[gid]):
-                answers[gid] = _source(cell)
+    matched = nbs.course_cells(source, learner)
+    for index, cell in enumerate(learner.cells):
+        course_cell = matched.get(index)
+        if course_cell is not None:
+            anchor = nbs.nbgrader_meta(course_cell)["grade_id"]
+            if nbs.is_answer_cell(course_cell):
+                answers[anchor] = _source(cell)
             continue
-        if kind == "code":
+        if cell.get("cell_type") == "code":
             attached[anchor].append(_source(cell))  # added, duplicated, renamed or re-tagged: the learner's code
 
     steps = [Step("cell", s, "learner") for s in attached[None]]
@@ -205,51 +209,46 @@ class GradingContext(CheckContext):
             raise KeyError(f"grader/{notebook}.py has no hidden tests for {checker.exercise!r}")
         return tests[checker.exercise], refs
 
-    def varies(self, checker: Checker, returned: torch.Tensor) -> str | None:
+    def varies(self, checker: Checker, returned: torch.Tensor) -> Message | None:
         try:
             changed = self.worker.varies(returned)
         except Exception:  # noqa: BLE001 - asking again is a courtesy: its own failure says nothing (a lost worker is
             return None  # a BaseException, and goes on up)
-        if not changed:
-            return None
-        return (f"{VARIES} ({changed} of "
-                f"{returned.numel()} entries differed when the same call was made again): something random runs "
-                f"where the result must be deterministic — dropout where none belongs or in eval mode (an nn.Dropout "
-                f"module follows .eval(); F.dropout needs training=self.training), or torch.rand/randn in the "
-                f"computation.")
+        return Message.of(VARIES, changed=changed, total=returned.numel()) if changed else None
 
-    def announce(self, checker: Checker, report: dict[str, Any]) -> None:
+    def announce(self, checker: Checker, result: Any) -> None:
         pass  # the grader reports the result itself
 
 
 # -- running it ---------------------------------------------------------------------------------------------------
 @dataclass
 class Grading:
-    """What grading found: one result per exercise (in the course's order), and the steps it took."""
+    """What grading found: one result per exercise (in the course's order), the steps it took, and the language its
+    words are said in."""
 
     assignment: str
-    exercises: list[dict[str, Any]]
+    exercises: list[ExerciseResult]
     steps: list[Step]
     isolated: bool
     seconds: float
-    notes: list[str] = field(default_factory=list)
+    notes: list[Any] = field(default_factory=list)
+    lang: str = "en"
 
     @property
     def score(self) -> float:
-        return round(sum(e["score"] for e in self.exercises), 2)
+        return round(sum(e.score for e in self.exercises), 2)
 
     @property
     def max_score(self) -> float:
-        return float(sum(e["max_score"] for e in self.exercises))
+        return float(sum(e.max_score for e in self.exercises))
 
-    def as_json(self, notebook: str) -> dict[str, Any]:
-        keys = ("id", "score", "max_score", "passed", "feedback", "mistake")
-        return {"notebook": notebook, "score": self.score, "max_score": self.max_score,
-                "exercises": [{k: e[k] for k in keys} for e in self.exercises]}
+    def result(self, notebook: str) -> NotebookResult:
+        """What `attn check` reports for the notebook at `notebook` (a path, as the learner named it)."""
+        return NotebookResult(notebook, tuple(self.exercises), self.lang, tuple(self.notes))
 
 
-def _why_missing(steps: list[Step], learner_ids: set[str]) -> dict[str, str]:
-    """For each exercise whose name may be missing in the worker: the sentence that says why."""
+def _why_missing(steps: list[Step]) -> dict[str, Message]:
+    """For each exercise whose name may be missing in the worker: why (said when a check finds it missing)."""
     reasons = {}
     answered = {s.grade_id: s for s in steps if s.origin == "answer"}
     for step in steps:
@@ -257,25 +256,29 @@ def _why_missing(steps: list[Step], learner_ids: set[str]) -> dict[str, str]:
             continue
         name = step.exercise
         answer = answered.get(name)
+        err = (answer.error or {}) if answer is not None else {}
         if answer is None:
-            reasons[name] = (f"`{name}` is not defined: your notebook has no answer cell for it (deleted, or its "
-                             "metadata changed?) — copy the cell back from a fresh student copy")
-        elif answer.status == "error" and answer.error:
-            err = answer.error
-            if err.get("type") in ("SyntaxError", "IndentationError", "TabError"):
-                line = f" on line {err.get('line')}" if err.get("line") else ""
-                text = f": `{err.get('text')}`" if err.get("text") else ""
-                reasons[name] = (f"`{name}` is not defined because its cell has a {err.get('type')}{line}{text} "
-                                 f"({err.get('message')}) — fix it and run the cell again")
-            else:
-                where = f" ({err.get('where')})" if err.get("where") else ""
-                reasons[name] = (f"`{name}` is not defined because its cell stopped with {err.get('type')}: "
-                                 f"{err.get('message')}{where}")
+            reasons[name] = Message.of(N_("`{name}` is not defined: your notebook has no answer cell for it (deleted, "
+                                          "or its metadata changed?) — copy the cell back from a fresh student copy"),
+                                       name=name)
+        elif answer.status == "error" and err.get("type") in ("SyntaxError", "IndentationError", "TabError"):
+            where = (Message.of(N_(" on line {line}"), line=err["line"]) if err.get("line") else "")
+            code = f": `{err['text']}`" if err.get("text") else ""
+            reasons[name] = Message.of(N_("`{name}` is not defined because its cell has a {error}{where}{code} "
+                                          "({message}) — fix it and run the cell again"),
+                                       name=name, error=err["type"], where=where, code=code,
+                                       message=err.get("message", ""))
+        elif answer.status == "error":
+            where = Where.from_data(err.get("where"))
+            reasons[name] = Message.of(N_("`{name}` is not defined because its cell stopped with {error}: "
+                                          "{message}{where}"), name=name, error=err.get("type", "Exception"),
+                                       message=err.get("message", ""), where=where.said() if where else "")
         elif answer.status == "fatal":
-            reasons[name] = f"`{name}` is not defined because its cell {answer.error.get('message') if answer.error else 'was stopped'}"
+            reasons[name] = Message.of(N_("`{name}` is not defined because its cell {why}"), name=name,
+                                       why=err.get("why") or Message.of(N_("was stopped")))
         else:
-            reasons[name] = (f"`{name}` is not defined in your notebook — did you rename it? The exercise needs "
-                             "exactly this name")
+            reasons[name] = Message.of(N_("`{name}` is not defined in your notebook — did you rename it? The exercise "
+                                          "needs exactly this name"), name=name)
     return reasons
 
 
@@ -333,13 +336,8 @@ class _Session:
             step.status = "fatal"
             reason = str(exc)
             if reason == "stray":
-                self.stopped = STRAY_MESSAGE
-            step.error = {"type": "Stopped", "message": (
-                f"ran past its limit of {limit:g} s of CPU time and was stopped" if reason in ("cpu", "timeout") else
-                f"waited {limit * WALL_FACTOR:g} s without finishing and was stopped" if reason == "wall" else
-                f"was stopped: {MEMORY_MESSAGE}" if reason == "memory" else
-                f"was stopped: {STRAY_MESSAGE}" if reason == "stray" else
-                f"ended the process running it ({reason})")}
+                self.stopped = STRAY
+            step.error = {"type": "Stopped", "why": _cell_stopped(reason, limit)}
             return
         if replay:
             return
@@ -348,7 +346,8 @@ class _Session:
         else:
             step.status = "error"
             error = reply.get("error")
-            step.error = {k: str(v)[:500] for k, v in error.items()} if isinstance(error, dict) else {}
+            step.error = {k: v if k == "where" else str(v)[:500] for k, v in error.items()} \
+                if isinstance(error, dict) else {}
         self.done.append(step)
 
     def run_cell(self, step: Step) -> None:
@@ -380,51 +379,65 @@ def _grader_namespace(source: NotebookNode) -> dict[str, Any]:
 
 
 #: Why a submission whose processes beside the worker computed or filled memory (a fork bomb) is stopped whole.
-STRAY_MESSAGE = ("processes your code started went on computing, or filling memory, beside the one that runs your "
-                 "code (a fork bomb?): they were all stopped, and so was the grading of this notebook — the "
-                 "exercises graded before keep their points, the rest score 0")
-MEMORY_MESSAGE = (f"your code's processes together used more than {MEMORY_MB / 1024:g} GB of memory — a tensor far "
-                  "larger than the inputs (an L×L×d intermediate?), or results kept in a list that keeps growing")
+STRAY = Message.of(N_("processes your code started went on computing, or filling memory, beside the one that runs "
+                      "your code (a fork bomb?): they were all stopped, and so was the grading of this notebook — the "
+                      "exercises graded before keep their points, the rest score 0"))
+MEMORY = Message.of(N_("your code's processes together used more than {gb} GB of memory — a tensor far larger than the "
+                       "inputs (an L×L×d intermediate?), or results kept in a list that keeps growing"),
+                    gb=f"{MEMORY_MB / 1024:g}")
 
 
-def _lost_message(reason: str, limit: float) -> str:
+def _cell_stopped(reason: str, limit: float) -> Message:
+    """Why a cell did not finish, completing "its cell ..." (the engine's reason for stopping the worker)."""
     if reason in ("cpu", "timeout"):
-        return (f"stopped after {limit:g} s of CPU time — is there a loop that never ends, or a Python loop over every "
-                "element where a tensor operation would do? (The process running your code was stopped; the other "
-                "exercises are graded in a fresh one.)")
+        return Message.of(N_("ran past its limit of {seconds} s of CPU time and was stopped"), seconds=f"{limit:g}")
+    if reason == "idle":
+        return Message.of(N_("waited {seconds} s without computing and was stopped"), seconds=f"{limit:g}")
     if reason == "wall":
-        return (f"stopped after {limit * WALL_FACTOR:g} s without finishing, most of them spent waiting rather than "
-                "computing — does your code sleep, wait for input() or for a process it started? (The other exercises "
-                "are graded in a fresh process.)")
+        return Message.of(N_("did not finish in {seconds} s and was stopped"), seconds=f"{limit * WALL_FACTOR:g}")
+    if reason in ("memory", "stray"):
+        return Message.of(N_("was stopped: {why}"), why=MEMORY if reason == "memory" else STRAY)
+    if reason == "died":
+        return Message.of(N_("ended the process running it (os._exit, a crash, or running out of memory)"))
+    return Message.of(N_("broke the grader's connection to the process running it"))
+
+
+def _lost_message(reason: str, limit: float) -> Message:
+    """Why an exercise scored 0 when the engine had to stop the worker while its checks ran."""
+    if reason in ("cpu", "timeout"):
+        return Message.of(N_("stopped after {seconds} s of CPU time — is there a loop that never ends, or a Python loop "
+                             "over every element where a tensor operation would do? (The process running your code "
+                             "was stopped; the other exercises are graded in a fresh one.)"), seconds=f"{limit:g}")
+    if reason == "idle":
+        return Message.of(N_("stopped after {seconds} s spent waiting rather than computing — does your code sleep, "
+                             "wait for input() or for a process it started? (The other exercises are graded in a fresh "
+                             "process.)"), seconds=f"{limit:g}")
+    if reason == "wall":
+        return Message.of(N_("stopped: it did not finish in {seconds} s on the clock (the machine may be very busy; "
+                             "the other exercises are graded in a fresh process)"), seconds=f"{limit * WALL_FACTOR:g}")
     if reason == "memory":
-        return f"stopped: {MEMORY_MESSAGE}. The other exercises are graded in a fresh process."
+        return Message.of(N_("stopped: {why}. The other exercises are graded in a fresh process."), why=MEMORY)
     if reason == "stray":
-        return f"stopped: {STRAY_MESSAGE}."
-    if reason.startswith("died"):
-        return (f"the process running your code ended while this exercise was being checked{reason[4:]}: "
-                "os._exit, a crash, or running out of memory — code that ends the process scores 0")
-    return ("your code interfered with the grader's connection to it (it wrote to a file descriptor it does "
-            "not own?) — the exercise scores 0")
+        return Message.of(N_("stopped: {why}."), why=STRAY)
+    if reason == "died":
+        return Message.of(N_("the process running your code ended while this exercise was being checked: os._exit, a "
+                             "crash, or running out of memory — code that ends the process scores 0"))
+    return Message.of(N_("your code interfered with the grader's connection to it (it wrote to a file descriptor it "
+                         "does not own?) — the exercise scores 0"))
 
 
-def _result(exercise: str, points: float, checker: Checker | None, override: str | None) -> dict[str, Any]:
+def _result(exercise: str, points: float, checker: Checker | None, override: Message | None) -> ExerciseResult:
+    """The exercise's result: its checker's (scored once, where the test cell scored it), or, when the engine had
+    to stop it (`override`), 0 points with why and the checks that ran before."""
     if checker is not None and override is None:
-        report = checker.score().report
-        value = float(report["score"])
-        if not math.isfinite(value):
-            value = 0.0
-        value = round(min(max(value, 0.0), points), 2)
-        result = {"id": exercise, "score": value, "max_score": points, "passed": value == points,
-                  "feedback": report["feedback"], "mistake": report["mistake"], "checks": report["checks"]}
-        if "lead" in report:  # verdict first (see grading._verdict): the table and the report lead with it
-            result["verdict"], result["lead"] = report["verdict"], report["lead"]
-        return result
+        result = checker.score().result
+        value = float(result.score) if math.isfinite(result.score) else 0.0
+        return replace(result, score=round(min(max(value, 0.0), points), 2), max_score=points)
     if checker is not None:
         checker.settle()
-    checks = [] if checker is None else [
-        {"name": r.name, "passed": r.passed, "hidden": r.hidden, "message": r.message} for r in checker.results]
-    return {"id": exercise, "score": 0.0, "max_score": points, "passed": False,
-            "feedback": override or "the test cell did not run", "mistake": None, "checks": checks}
+    checks = () if checker is None else tuple(
+        CheckOutcome(r.name, r.passed, r.hidden, r.message, r.message) for r in checker.results)
+    return ExerciseResult.stopped_by(exercise, points, override or Message.of(N_("the test cell did not run")), checks)
 
 
 class Engine:
@@ -538,9 +551,9 @@ def _grade(learner: NotebookNode, assignment: str, *, seed: int | None, started:
             if session.stopped or session.deadline.spent():
                 step.status = "skipped"
                 if step.kind == "test":
-                    results.append(_result(step.exercise, step.points, None, f"not graded: {session.stopped}"
-                                           if session.stopped else
-                                           f"not graded: the notebook used up its {TOTAL_TIME_LIMIT_S:g} s"))
+                    results.append(_result(step.exercise, step.points, None, Message.of(
+                        N_("not graded: {why}"), why=session.stopped or Message.of(
+                            N_("the notebook used up its {seconds} s"), seconds=f"{TOTAL_TIME_LIMIT_S:g}"))))
                 continue
             if step.kind == "cell":
                 session.run_cell(step)
@@ -550,16 +563,16 @@ def _grade(learner: NotebookNode, assignment: str, *, seed: int | None, started:
                 step.status = "skipped"
                 continue
             session.names.clear()
-            session.names.update(_why_missing(steps, set()))
+            session.names.update({k: v.render() for k, v in _why_missing(steps).items()})
             try:
                 worker = session.ensure()
                 worker.request({"op": "reset"}, deadline=worker.budget(10, session.deadline))
             except WorkerLost as exc:
                 if str(exc) == "stray":
-                    session.stopped = STRAY_MESSAGE
-                results.append(_result(step.exercise, step.points, None, f"not graded: {STRAY_MESSAGE}"
+                    session.stopped = STRAY
+                results.append(_result(step.exercise, step.points, None, Message.of(N_("not graded: {why}"), why=STRAY)
                                        if session.stopped else
-                                       "the process that runs your code could not be started again"))
+                                       Message.of(N_("the process that runs your code could not be started again"))))
                 continue
             holder: list[Checker] = []
             budget = worker.deadline = worker.budget(EXERCISE_TIME_LIMIT_S, session.deadline)
@@ -587,15 +600,16 @@ def _grade(learner: NotebookNode, assignment: str, *, seed: int | None, started:
             except WorkerLost as exc:
                 session.lost = True
                 if str(exc) == "stray":
-                    session.stopped = STRAY_MESSAGE
+                    session.stopped = STRAY
                 override = _lost_message(str(exc), round((worker.deadline or budget).seconds, 1))
             except LearnerAbort as exc:
-                override = (f"your code raised {exc} while being checked: code that exits or interrupts the "
-                            "process scores 0 for the exercise")
+                override = Message.of(N_("your code raised {error} while being checked: code that exits or interrupts "
+                                         "the process scores 0 for the exercise"), error=str(exc))
             except NotImplementedError:
-                override = "not implemented yet — replace `raise NotImplementedError()` with your code, then rerun this cell."
+                override = NOT_IMPLEMENTED
             except Exception as exc:  # noqa: BLE001 - outside every check: the exercise cannot be graded
-                override = f"the test cell stopped with {type(exc).__name__}: {str(exc)[:300]}"
+                override = Message.of(N_("the test cell stopped with {error}: {message}"), error=type(exc).__name__,
+                                      message=str(exc)[:300])
             finally:
                 worker.deadline = None
             checker = holder[0] if holder else None
@@ -605,13 +619,13 @@ def _grade(learner: NotebookNode, assignment: str, *, seed: int | None, started:
         session.close()
         if snapshot is not None:
             _verify(snapshot)
-    notes = [] if isolated else [f"not isolated: {isolation()}"]
-    left_out = [r for r in results if r["max_score"] == 0]
+    notes: list[Any] = [] if isolated else [Message.of(N_("not isolated: {why}"), why=isolation())]
+    left_out = [r for r in results if r.max_score == 0]
     if left_out:
-        earnable = sum(r["max_score"] for r in results)
-        notes.append(i18n._("{exercises} cannot run on this system and is left out: graded out of {points} points "
-                            "here").format(exercises=", ".join(r["id"] for r in left_out), points=f"{earnable:g}"))
-    return Grading(assignment, results, steps, isolated, time.monotonic() - started, notes)
+        earnable = sum(r.max_score for r in results)
+        notes.append(Message.of(N_("{exercises} cannot run on this system and is left out: graded out of {points} "
+                                   "points here"), exercises=", ".join(r.id for r in left_out), points=f"{earnable:g}"))
+    return Grading(assignment, results, steps, isolated, time.monotonic() - started, notes, lang)
 
 
 def unavailable(exercise: str) -> str | None:
@@ -623,12 +637,11 @@ def unavailable(exercise: str) -> str | None:
     return needs if needs and importlib.util.find_spec(needs) is None else None
 
 
-def _not_here(exercise: str, module: str) -> dict[str, Any]:
+def _not_here(exercise: str, module: str) -> ExerciseResult:
     """The result of an exercise this system cannot run: no points to earn here, and a sentence that says why."""
-    why = i18n._("not graded here: it needs {module}, which installs on Linux only (not on macOS or Windows; WSL "
-                 "works). Do it on a Linux machine or on Colab; here it counts for 0 of 0 points.").format(module=module)
-    return {"id": exercise, "score": 0.0, "max_score": 0.0, "passed": False, "feedback": why, "mistake": None,
-            "checks": []}
+    return ExerciseResult(exercise, 0.0, 0.0, summary=Message.of(
+        N_("not graded here: it needs {module}, which installs on Linux only (not on macOS or Windows; WSL works). Do "
+           "it on a Linux machine or on Colab; here it counts for 0 of 0 points."), module=module))
 
 
 # -- without isolation: the course files must come out of grading unchanged ---------------------------------------
@@ -723,50 +736,44 @@ def identify(path: Path, nb: NotebookNode) -> str:
 
 
 def check(path: str | Path, assignment: str | None = None, *, engine: Engine | None = None,
-          lang: str | None = None, only: str | None = None) -> dict[str, Any]:
-    """Grade the notebook at `path`; returns the JSON object that `attn check --json` prints (its feedback in `lang`,
-    by default the notebook's language)."""
+          lang: str | None = None, only: str | None = None) -> NotebookResult:
+    """Grade the notebook at `path`: what `attn check` reports (`NotebookResult.to_json` is what `--json` prints), its
+    feedback in `lang`, by default the notebook's language."""
     nb_path = nbs.find_notebook(path)
     grader_dir()  # fail early, with advice, when the hidden tests are not available
     learner = load_learner_notebook(nb_path)
     if assignment is not None and assignment not in nbs.assignments():
         raise nbs.CourseError(f"no notebook called {assignment!r} in the course (known: {', '.join(nbs.assignments())})")
     chosen = assignment or identify(nb_path, learner)
-    lang = lang or i18n.language_of(learner)
-    result = grade(learner, chosen, engine=engine, lang=lang, only=only)
-    out = result.as_json(str(path))
-    out["_lang"] = lang
-    out["_notes"] = result.notes
-    out["_checks"] = {e["id"]: e.get("checks", []) for e in result.exercises}  # for `attn check --verbose`
-    return out
+    return grade(learner, chosen, engine=engine, lang=lang or i18n.language_of(learner), only=only).result(str(path))
 
 
-def render(result: dict[str, Any], verbose: bool = False) -> str:
-    """A plain-text report of `check`'s result for the terminal.
+def render(result: NotebookResult, verbose: bool = False) -> str:
+    """A plain-text report of a notebook's result for the terminal, in its language.
 
     Under each failed exercise: the verdict (the likely mistake and where the notebook explains it), then the few
     checks that show it. With `verbose`, every check of every exercise follows, passed ones included.
     """
     _ = i18n._
-    lines = [_("{notebook}: {score} / {max_score} points").format(
-        notebook=result["notebook"], score=f"{result['score']:g}", max_score=f"{result['max_score']:g}"), ""]
-    details = result.get("_checks") or {}
-    for ex in result["exercises"]:
-        mark = _("PASS") if ex["passed"] else _("SKIP") if ex["max_score"] == 0 else _("FAIL")
-        lines.append(f"  {mark:<4}  {ex['id']:<32} {ex['score']:>5g} / {ex['max_score']:g}")
-        if not ex["passed"]:
-            for line in ex["feedback"].splitlines():
-                if verbose and line.startswith(("(", "（")) and "attn check --verbose" in line:
-                    continue  # the "and N more failed checks" line: the checks it refers to follow
-                lines.append(textwrap.fill(line, width=110, initial_indent=" " * 8, subsequent_indent=" " * 10))
-        if verbose and details.get(ex["id"]):
-            lines.append(" " * 8 + _("every check:"))
-            for c in details[ex["id"]]:
-                tick = "ok " if c["passed"] else "x  "
-                hidden = " " + _("(hidden)") if c.get("hidden") else ""
-                text = f"{tick}[{c['name']}]{hidden}" + ("" if c["passed"] and not c["message"] else f" {c['message']}")
-                lines.append(textwrap.fill(text, width=110, initial_indent=" " * 10, subsequent_indent=" " * 15))
-    for note in result.get("_notes", []):
-        lines += ["", _("Note: {note} (see README, 'Grading a class').").format(note=note)]
+    with i18n.speaking(result.lang):
+        lines = [_("{notebook}: {score} / {max_score} points").format(
+            notebook=result.notebook, score=f"{result.score:g}", max_score=f"{result.max_score:g}"), ""]
+        for ex in result.exercises:
+            mark = _("PASS") if ex.passed else _("SKIP") if ex.max_score == 0 else _("FAIL")
+            lines.append(f"  {mark:<4}  {ex.id:<32} {ex.score:>5g} / {ex.max_score:g}")
+            if not ex.passed:
+                feedback = replace(ex, lead=tuple(i for i, c in enumerate(ex.checks) if not c.passed)) \
+                    if verbose and ex.lead else ex  # every failed check follows anyway: no "and N more" line
+                for line in feedback.feedback().splitlines():
+                    lines.append(textwrap.fill(line, width=110, initial_indent=" " * 8, subsequent_indent=" " * 10))
+            if verbose and ex.checks:
+                lines.append(" " * 8 + _("every check:"))
+                for c in ex.checks:
+                    tick = "ok " if c.passed else "x  "
+                    hidden = " " + _("(hidden)") if c.hidden else ""
+                    message = say(c.message)
+                    text = f"{tick}[{say(c.name)}]{hidden}" + ("" if c.passed and not message else f" {message}")
+                    lines.append(textwrap.fill(text, width=110, initial_indent=" " * 10, subsequent_indent=" " * 15))
+        for note in result.notes:
+            lines += ["", _("Note: {note} (see README, 'Grading a class').").format(note=say(note))]
     return "\n".join(lines)
-

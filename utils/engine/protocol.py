@@ -71,11 +71,12 @@ def unpack_tensors(payload: bytes) -> dict[str, torch.Tensor]:
     return {k: v for k, v in tensors.items() if type(v) is torch.Tensor}
 
 
-def _wait(deadline: Any) -> float:
+def _wait(deadline: Any, waited: float) -> float:
     """Seconds to wait for the other side before asking `deadline` again: a time.monotonic() instant, or an object
-    whose `wait()` says (`utils.engine.remote.Budget`); TimeoutError (its reason as the message) once it is spent."""
+    whose `wait(waited)` says (`utils.engine.remote.Budget`; `waited`: the seconds just spent with nothing arriving);
+    TimeoutError (its reason as the message) once it is spent."""
     if hasattr(deadline, "wait"):
-        return deadline.wait()
+        return deadline.wait(waited)
     remaining = deadline - time.monotonic()
     if remaining <= 0:
         raise TimeoutError("wall")
@@ -85,8 +86,13 @@ def _wait(deadline: Any) -> float:
 def read_exactly(sock: socket.socket, n: int, deadline: Any = None) -> bytes:
     chunks, got = [], 0
     while got < n:
-        while deadline is not None and not select.select([sock], [], [], _wait(deadline))[0]:
-            pass
+        waited = 0.0
+        while deadline is not None:
+            timeout = _wait(deadline, waited)
+            started = time.monotonic()
+            if select.select([sock], [], [], timeout)[0]:
+                break
+            waited = time.monotonic() - started
         chunk = sock.recv(min(n - got, 1 << 20))
         if not chunk:
             raise EOFError

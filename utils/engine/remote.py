@@ -25,14 +25,16 @@ from typing import Any
 import torch
 
 from ..failures import CheckFailure
+from ..results import Where
 from .protocol import MAX_ITEMS, MAX_TEXT, ProtocolError, pack, receive
 
 REPLAY_S = 1.0  # a call that took longer is not made a second time to see whether its result varies
 #: Seconds between two measurements of the learner's processes while the grader waits for them.
 POLL_S = 0.1
-#: A limit of N seconds of CPU time is also one of WALL_FACTOR * N seconds on the wall clock: code that waits (sleeps,
-#: blocks on a pipe) spends no CPU time, and a busy machine stretches the wall clock, not the CPU time.
-WALL_FACTOR = float(os.environ.get("ATTN_WALL_FACTOR", "3"))
+#: A limit of N seconds of CPU time is also one of N seconds spent waiting (code that sleeps or blocks spends no CPU
+#: time: its processes are neither running nor ready to run), and, whatever happens, of WALL_FACTOR * N seconds on the
+#: wall clock: a machine loaded tenfold still grades, a busy one stretches the wall clock, not the CPU time.
+WALL_FACTOR = float(os.environ.get("ATTN_WALL_FACTOR", "10"))
 #: CPU seconds that the learner's processes other than the worker may spend within one limit. Code that computes does
 #: so in the worker (or in a child it waits for); processes that compute beside it, a fork bomb's, stop the grading
 #: of that submission, so that they cannot take the machine from the others graded beside it for long.
@@ -61,16 +63,17 @@ class LearnerAbort(BaseException):
 class WorkerLost(BaseException):
     """The worker ran past its time limit, died, or broke the protocol; it has been stopped.
 
-    Its message is the reason: "cpu", "wall", "memory" (`Budget`), "stray" (processes beside the worker computed or
-    filled memory: a fork bomb), "died", "protocol: ..." or "timeout"."""
+    Its message is the reason: "cpu", "idle", "wall", "memory" (`Budget`), "stray" (processes beside the worker
+    computed or filled memory: a fork bomb), "died", "protocol: ..." or "timeout"."""
 
 
 class Budget:
     """What the learner's code may still spend before the grader stops it, measured over all its processes together
     (`utils.engine.sandbox.Zygote.usage`): `seconds` of CPU time, so that another submission's load costs it nothing;
-    WALL_FACTOR times as long on the wall clock, for code that waits instead of computing; their memory together
-    (`Usage.memory_limit`); and STRAY_CPU_S for processes beside the worker. Without a meter (no /proc: macOS), `seconds`
-    on the wall clock. `wait()` is what `protocol.receive` asks while it waits for the worker's answer."""
+    as many seconds spent waiting (none of its processes running or ready to run, little CPU time), for code that
+    sleeps or blocks instead of computing; WALL_FACTOR times as long on the wall clock whatever happens; their memory
+    together (`Usage.memory_limit`); and STRAY_CPU_S for processes beside the worker. Without a meter (no /proc:
+    macOS), `seconds` on the wall clock. `wait()` is what `protocol.receive` asks while it waits for the worker."""
 
     def __init__(self, seconds: float, meter: Callable[[], Any] | None = None, *, outer: Budget | None = None,
                  since: Budget | None = None) -> None:
@@ -88,6 +91,9 @@ class Budget:
             self.wall_at = min(self.wall_at, outer.wall_at)
         self.cpu_at = self.start.cpu + seconds if measured else math.inf
         self.checked = self.t0
+        self.idle = since.idle if since is not None else 0.0  # seconds the learner's processes spent waiting
+        self._waited = 0.0  # seconds the grader waited with nothing arriving, since the last measurement
+        self._cpu = self.start.cpu if measured else 0.0  # the CPU time at the last measurement
 
     @classmethod
     def wall(cls, seconds: float) -> Budget:
@@ -97,18 +103,21 @@ class Budget:
     def spent(self) -> bool:
         return time.monotonic() >= self.wall_at
 
-    def wait(self) -> float:
-        """Seconds to wait before asking again; TimeoutError (the reason) once the budget is spent."""
+    def wait(self, waited: float = 0.0) -> float:
+        """Seconds to wait before asking again (`waited`: the seconds just spent with nothing arriving);
+        TimeoutError (the reason) once the budget is spent."""
         now = time.monotonic()
         if now >= self.wall_at:
             raise TimeoutError("wall")
-        if self.start is not None and now - self.checked >= POLL_S:
+        if self.start is None:
+            return self.wall_at - now
+        self._waited += waited
+        if now - self.checked >= POLL_S:
             self.checked = now
             usage = self.meter()
             if usage is not None:
                 self._check(usage)
-            return min(POLL_S, self.wall_at - now)
-        return min(POLL_S if self.start is not None else math.inf, self.wall_at - now)
+        return min(POLL_S, self.wall_at - now)
 
     def _check(self, usage: Any) -> None:
         strays = (usage.cpu - usage.worker_cpu) - (self.start.cpu - self.start.worker_cpu)
@@ -118,6 +127,13 @@ class Budget:
             raise TimeoutError("stray" if usage.memory - usage.worker_memory > usage.worker_memory else "memory")
         if usage.cpu >= self.cpu_at:
             raise TimeoutError("cpu")
+        # While the grader waited: were the learner's processes waiting too (none running or ready to run, next to no
+        # CPU time)? A process starved of the CPU by a busy machine is ready to run, and that time is not counted.
+        if self._waited and not usage.running and usage.cpu - self._cpu < 0.1 * self._waited:
+            self.idle += self._waited
+        self._waited, self._cpu = 0.0, usage.cpu
+        if self.idle >= self.seconds:
+            raise TimeoutError("idle")
 
     def used(self) -> tuple[float, float]:
         """(CPU seconds, wall seconds) spent since it started (CPU: nan without a meter)."""
@@ -126,9 +142,9 @@ class Budget:
         return cpu, time.monotonic() - self.t0
 
 
-def _where(error: dict[str, Any]) -> str:
-    where = error.get("where")
-    return f" ({str(where)[:MAX_TEXT]})" if where else ""
+def _where(error: dict[str, Any]) -> Where | None:
+    """Where the learner's exception was raised, from what the worker reported (data: bounded, typed, or nothing)."""
+    return Where.from_data(error.get("where"))
 
 
 def _raise_learner_error(error: Any, names: dict[str, str]) -> None:

@@ -168,7 +168,8 @@ def _children(pid: int) -> list[int]:
 @dataclass(frozen=True)
 class Usage:
     """What one submission's processes have spent: CPU seconds (user and system, the ended ones included) and
-    anonymous resident memory in bytes, all of them together and the worker's own; how many processes there are."""
+    anonymous resident memory in bytes, all of them together and the worker's own; how many processes there are, and
+    how many of them are running or ready to run (a process that waits for the CPU is not waiting for input)."""
 
     cpu: float
     memory: float
@@ -176,6 +177,7 @@ class Usage:
     worker_cpu: float = 0.0
     worker_memory: float = 0.0
     memory_limit: float = math.inf  # bytes they may hold together (MEMORY_MB)
+    running: int = 0  # how many are running or ready to run (not waiting for something)
 
 
 def _descendants(roots: list[int], include_roots: bool) -> list[int]:
@@ -203,8 +205,9 @@ def _descendants(roots: list[int], include_roots: bool) -> list[int]:
     return found
 
 
-def _stat(pid: int) -> tuple[float, float, int] | None:
-    """(its own CPU seconds, its reaped children's, its anonymous resident bytes) for a process, or None if gone."""
+def _stat(pid: int) -> tuple[float, float, int, bool] | None:
+    """(its own CPU seconds, its reaped children's, its anonymous resident bytes, whether it is running or ready to
+    run) for a process, or None if gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             fields = f.read().rsplit(b")", 1)[1].split()
@@ -218,7 +221,7 @@ def _stat(pid: int) -> tuple[float, float, int] | None:
         anon = max(0, int(pages[1]) - int(pages[2])) * _PAGE  # resident - shared (file and shmem) = anonymous
     except (IndexError, ValueError):
         return None
-    return own, children, anon
+    return own, children, anon, fields[0] in (b"R", b"D")  # D: in the kernel for it (disk), not waiting on us
 
 
 def _shared_out(pid: int) -> int | None:
@@ -393,6 +396,7 @@ class Zygote:
             return None
         cpu = own_cpu = 0.0
         memory: dict[int, int] = {}
+        running = 0
         zygote = _stat(self._zygote_pid())
         if zygote is None:
             return None
@@ -409,12 +413,13 @@ class Zygote:
                 continue
             cpu += stat[0] + stat[1]
             memory[pid] = max(0, stat[2] - inherited)
+            running += stat[3]
             if pid == worker:
                 own_cpu = stat[0] + stat[1]
         total = float(sum(memory.values()))
         if total > MEMORY_MB * 2**20:
             total = self._shared_out(memory, total)
-        return Usage(cpu, total, len(memory), own_cpu, float(memory.get(worker, 0)), MEMORY_MB * 2**20)
+        return Usage(cpu, total, len(memory), own_cpu, float(memory.get(worker, 0)), MEMORY_MB * 2**20, running)
 
     def _shared_out(self, memory: dict[int, int], estimate: float) -> float:
         """The processes' memory with every shared page divided among its sharers (what they hold together), where

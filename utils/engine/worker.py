@@ -332,13 +332,12 @@ def _changed(before: dict[str, Any], after: dict[str, Any]) -> int:
 
 
 def describe(exc: BaseException) -> dict[str, Any]:
-    """An exception as data: its type, message and the learner's line that raised it."""
-    where = ""
+    """An exception as data: its type, message and the learner's line that raised it ({function, line, code})."""
+    where = None
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith(ERROR_WHERE_FRAMES)]
     if frames:
         frame = frames[-1]
-        code = (frame.line or "").strip()
-        where = f"in {frame.name}, line {frame.lineno}: `{code[:200]}`" if code else f"in {frame.name}, line {frame.lineno}"
+        where = {"function": str(frame.name)[:200], "line": frame.lineno, "code": (frame.line or "").strip()[:200]}
     try:
         message = str(exc)
     except Exception:  # noqa: BLE001
