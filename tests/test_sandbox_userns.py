@@ -45,7 +45,7 @@ with Engine() as engine:  # one warm zygote, recycled between attacks, as a clas
                 code, result, err = grade_with(repo, path)
             else:
                 try:
-                    code, result, err = 0, engine.check(path), ""
+                    code, result, err = 0, engine.check(path).to_json(), ""
                 except Exception as exc:
                     code, result, err = 2, None, f"{type(exc).__name__}: {exc}"
             out["scores"][attack["id"]] = result["score"] if result else f"exit {code}: {err[-300:]}"

@@ -21,6 +21,7 @@ import torch
 from utils import grading
 from utils import notebooks as nbs
 from utils.grading import RESULT_MIME, Checker, load_grader, load_references, peak_memory
+from utils.results import say
 
 from .conftest import ASSIGNMENTS
 
@@ -165,8 +166,9 @@ def test_07_is_graded_out_of_what_can_be_earned_where_triton_cannot_install(monk
                         lambda name, *a, _real=checking.importlib.util.find_spec: None if name == "triton" else _real(
                             name, *a))
     result = engine().check(nbs.solution_path("07_flash_attention"))
-    triton = next(e for e in result["exercises"] if e["id"] == "flash_attention_triton")
-    assert triton["max_score"] == 0 and "Linux" in triton["feedback"], triton
-    assert result["score"] == result["max_score"] == 11, (result["score"], result["max_score"])
-    assert any("graded out of 11 points" in note for note in result["_notes"]), result["_notes"]
+    triton = next(e for e in result.exercises if e.id == "flash_attention_triton")
+    assert triton.max_score == 0 and "Linux" in triton.feedback(), triton
+    assert result.score == result.max_score == 11, (result.score, result.max_score)
+    notes = [say(note) for note in result.notes]
+    assert any("graded out of 11 points" in note for note in notes), notes
     assert "SKIP" in checking.render(result)

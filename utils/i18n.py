@@ -26,16 +26,11 @@ a solution notebook; `attn release --lang zh` writes the Chinese student copies 
 from __future__ import annotations
 
 import ast
-import contextlib
 import copy
-import functools
-import gettext as gettext_module
 import hashlib
 import io
-import os
 import re
 import tokenize
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,10 +38,9 @@ from typing import Any
 from nbformat import NotebookNode
 
 from . import notebooks as nbs
+from . import speech
+from .speech import LANGUAGES, LOCALES, N_, NAMES, _, language, set_language, speaking  # noqa: F401 - the API
 
-#: The languages of the course, English first (the source); the others are translations.
-LANGUAGES = ("en", "zh")
-NAMES = {"en": "English", "zh": "简体中文"}
 I18N = nbs.ROOT / "i18n"
 _BLOCKS = (("### BEGIN SOLUTION", "### END SOLUTION"), ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"))
 _WORD = re.compile(r"(?<![\w.`$\\\[])[A-Za-z]{3,}(?![\w(\[\]`$])")  # an English word, not an identifier, call or code
@@ -54,71 +48,7 @@ _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _DIRECTIVE = re.compile(r"#\s*(NBVAL_\w+|noqa\b|type:|pragma\b|fmt:)")
 
 
-# -- the language learners read: check tables, feedback, the attn command ---------------------------------------
-LOCALES = Path(__file__).resolve().parent / "locale"  # gettext catalogues: locale/<lang>/LC_MESSAGES/attn.po (.mo)
-_LANGUAGE: list[str | None] = [None]
-
-
-def set_language(lang: str) -> None:
-    """Speak `lang` from now on in this process: check tables, feedback and messages ("en" or "zh"). A notebook's
-    setup cell calls it; `attn check --lang` and the grader (for a notebook whose setup cell says so) too."""
-    if lang not in LANGUAGES:
-        raise ValueError(f"set_language: {lang!r} is not one of the course's languages ({', '.join(LANGUAGES)})")
-    _LANGUAGE[0] = lang
-    if lang != "en":
-        _use_cjk_font()
-
-
-@contextlib.contextmanager
-def speaking(lang: str) -> Iterator[None]:
-    """Speak `lang` inside the block (a grading), then whatever was spoken before."""
-    before = _LANGUAGE[0]
-    set_language(lang)
-    try:
-        yield
-    finally:
-        _LANGUAGE[0] = before
-
-
-def language() -> str:
-    """The language now spoken: set_language's, else $ATTN_LANG's, else English."""
-    lang = _LANGUAGE[0] or os.environ.get("ATTN_LANG", "en")
-    return lang if lang in LANGUAGES else "en"
-
-
-@functools.cache
-def _catalogue(lang: str) -> gettext_module.NullTranslations:
-    return gettext_module.translation("attn", localedir=LOCALES, languages=[lang], fallback=True)
-
-
-def _(message: str) -> str:
-    """`message` in the language now spoken (gettext; the English itself where no translation exists)."""
-    lang = language()
-    return message if lang == "en" or not message else _catalogue(lang).gettext(message)
-
-
-def _use_cjk_font() -> None:
-    """Let matplotlib draw Chinese in figure labels with whichever CJK font this machine has (Noto Sans CJK,
-    Source Han, WenQuanYi, PingFang, Microsoft YaHei, SimHei), after its own default for Latin text."""
-    import sys
-
-    if "matplotlib" not in sys.modules and "matplotlib.pyplot" not in sys.modules:
-        try:
-            import matplotlib  # noqa: F401 - configured below
-        except ImportError:
-            return
-    from matplotlib import font_manager, rcParams
-
-    wanted = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Source Han Sans SC", "WenQuanYi Zen Hei", "PingFang SC",
-              "Microsoft YaHei", "SimHei")
-    have = {f.name for f in font_manager.fontManager.ttflist}
-    found = [name for name in wanted if name in have]
-    if found and found[0] not in rcParams["font.family"]:
-        # A list of families: each glyph comes from the first family that has it (matplotlib >= 3.6).
-        latin = [f for f in rcParams["font.sans-serif"] if f in have][:1] or ["DejaVu Sans"]
-        rcParams["font.family"] = latin + found[:1]
-
-
+# -- the language learners read: check tables, feedback, the attn command (utils/speech.py) ----------------------
 def _colab_badge(notebook: str, lang: str) -> str:
     from . import course
 
@@ -179,7 +109,7 @@ def words(source: str) -> list[tuple[str, str, bool]]:
                               prose(tok.string) and not _DIRECTIVE.match(tok.string)))
         tree = ast.parse(source)
     except (SyntaxError, tokenize.TokenError):
-        return [(kind, text, req) for _, kind, text, req in found]
+        return [(kind, text, req) for _line, kind, text, req in found]
     docstrings, labels = set(), set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)) and node.body:
@@ -196,13 +126,13 @@ def words(source: str) -> list[tuple[str, str, bool]]:
             kind = "docstring" if id(node) in docstrings else "label" if id(node) in labels else "string"
             found.append((node.lineno, kind, node.value, kind != "string" and prose(node.value)))
     found.sort(key=lambda item: item[0])
-    return [(kind, text, req) for _, kind, text, req in found]
+    return [(kind, text, req) for _line, kind, text, req in found]
 
 
 def needs_translation(cell: NotebookNode) -> bool:
     if cell.cell_type == "markdown":
         return prose(cell.source)
-    return cell.cell_type == "code" and any(req for _, _, req in words(cell.source))
+    return cell.cell_type == "code" and any(req for _word, _kind, req in words(cell.source))
 
 
 def fingerprint(cell: NotebookNode) -> str:
@@ -420,11 +350,6 @@ CATALOGUED = ("utils", "grader")
 DOMAIN = "attn"
 
 
-def N_(message: str) -> str:  # noqa: N802 - gettext's name for "mark for translation, translate later"
-    """Mark `message` for the catalogue without translating it now (it is translated where it is shown)."""
-    return message
-
-
 def _string(node: ast.AST) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
@@ -508,7 +433,7 @@ def update_catalogue(lang: str) -> tuple[int, int]:
     with path.open("wb") as f:
         write_po(f, catalog, width=120, sort_output=True, include_previous=True)
     catalogue_path(lang, "mo").write_bytes(compile_mo(catalog))
-    _catalogue.cache_clear()
+    speech._catalogue.cache_clear()
     missing = sum(1 for m in catalog if m.id and (not m.string or m.fuzzy))
     return len([m for m in catalog if m.id]), missing
 

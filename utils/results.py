@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .i18n import _, speaking
+from .speech import _, speaking
 
 Words = Any  # a str (already in the reader's language) or a Message (put into words when shown)
 
