@@ -432,8 +432,8 @@ def _test_build_attention_mask(check, refs, build_attention_mask):
                 what = _("build_attention_mask(key_lengths of {n} sequences, Lq={Lq}, Lk={Lk}, "
                          "causal={causal})").format(n=len(kl), Lq=Lq, Lk=Lk, causal=causal)
                 _same_mask(check, build_attention_mask(lengths, Lq, Lk, causal=causal), expected, what, mistakes)
-    with check("dtype is torch.bool", weight=0.5):
-        _bool_dtype(check, build_attention_mask(torch.tensor([2, 3]), 4, 3, causal=True), "build_attention_mask(...)")
+    with check("dtype is torch.bool", weight=0.5):  # Lq <= Lk: a bug with Lq > Lk fails the check above, not this one
+        _bool_dtype(check, build_attention_mask(torch.tensor([2, 3]), 3, 4, causal=True), "build_attention_mask(...)")
     with check("used in F.scaled_dot_product_attention, equals is_causal=True when nothing is padded"):
         g = torch.Generator().manual_seed(21)
         q, k, v = (torch.randn(2, 3, 6, 4, generator=g) for _ in range(3))

@@ -356,11 +356,13 @@ def test_apply_rope(check, refs, apply_rope):
         perm = torch.randperm(8)
         check.close(apply_rope(xx[:, perm], pos[perm]), apply_rope(xx, pos)[:, perm], "apply_rope of permuted tokens",
                     atol=1e-5)
-    with check("keeps the dtype and shape of x (float64, 2-D x of shape (L, d))"):
-        xx = torch.randn(6, 8, dtype=torch.float64)
-        out = apply_rope(xx, torch.arange(6))
-        check.true(isinstance(out, torch.Tensor) and out.dtype == torch.float64 and out.shape == (6, 8),
-                   "apply_rope should return a tensor with x's shape and dtype.")
+    with check("keeps the dtype and shape of x (float64 and float16, 2-D x of shape (L, d))"):
+        for dtype in (torch.float64, torch.float16):  # float16 in, float16 out: angles in float32, cast before use
+            with check.case():
+                xx = torch.randn(6, 8, dtype=dtype)
+                out = apply_rope(xx, torch.arange(6))
+                check.true(isinstance(out, torch.Tensor) and out.dtype == dtype and out.shape == (6, 8),
+                           "apply_rope should return a tensor with x's shape and dtype.")
 
 
 def test_PositionalEncoding(check, refs, PositionalEncoding):

@@ -120,4 +120,9 @@ UNNAMED = [
     # masked rows are uniform, as a -1e9 fill's are, but its whole output is not a -1e9 fill's: no name.
     {"cell": "masked_softmax", "old": _SOFTMAX_BODY, "new": "    return torch.softmax(scores * mask, dim=-1)\n",
      "exercise": "masked_softmax", "feedback": "exactly 0"},
+    # The square causal mask cut to Lq rows, as a learner reuses causal_mask: right while Lq <= Lk (every earlier
+    # visible check), a broadcast RuntimeError when Lq > Lk. The visible check with Lq > Lk says why in a sentence.
+    {"cell": "build_attention_mask", "old": "mask = mask & (j[None, :] <= i[:, None])",
+     "new": "mask = mask & causal_mask(Lk)[:Lq]",
+     "exercise": "build_attention_mask", "feedback": "a square causal mask of side Lk has only 3 rows"},
 ]

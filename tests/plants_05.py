@@ -80,6 +80,19 @@ VARIANTS = [
             "    return x * cos + rotate_half * sin"},
 ]
 
+# Mistakes that must lose points and get no catalogue name; `feedback` must appear in the exercise's feedback.
+UNNAMED = [
+    # Dropout before the addition: at position 0 the even columns of PE are sin 0 = 0, so some outputs are still
+    # zero in train mode; the visible check compares the kept outputs with (x + PE) * 2.
+    {"cell": "PositionalEncoding", "old": "return self.dropout(x + self.pe[:L])",
+     "new": "return self.dropout(x) + self.pe[:L]",
+     "exercise": "PositionalEncoding", "feedback": "dropout after the addition zeroes whole entries of x + PE"},
+    # cos and sin left in float32: a float16 x comes back float32 (float64 is promoted the right way, float16 not).
+    {"cell": "apply_rope", "old": "cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)",
+     "new": "cos, sin = angle.cos(), angle.sin()",
+     "exercise": "apply_rope", "feedback": "for x in float16 the output is torch.float32"},
+]
+
 # Mistakes the catalogue does not know: the generic diagnosis (utils/diagnose.py) must say what they are.
 DIAGNOSED = [
     {"cell": "apply_rope", "old": "torch.cat([out1, out2], dim=-1)", "new": "torch.cat([out2, out1], dim=-1)",

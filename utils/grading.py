@@ -700,10 +700,12 @@ def _demo_error(exc: Exception) -> tuple[str, str, str]:
     skip = (str(Path(__file__).resolve().parent) + os.sep, os.sep + "torch" + os.sep, os.sep + "site-packages" + os.sep)
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if not any(s in f.filename for s in skip)]
     where = ""
-    if frames and frames[-1].name != "<module>" and (frames[-1].line or "").strip():
+    if frames and (frames[-1].line or "").strip():
         frame = frames[-1]
-        where = _(" (in {function}, line {line}: `{code}`)").format(function=frame.name, line=frame.lineno,
-                                                                    code=frame.line.strip())
+        if frame.name != "<module>":
+            where = Where(frame.name, frame.lineno, frame.line.strip()).said()
+        elif not message:  # a bare assert of the demo's own: its line says what it expected
+            message = f"`{frame.line.strip()[:200]}`"
     return type(exc).__name__, message, where
 
 
