@@ -355,6 +355,20 @@ def test_the_table_leads_with_the_verdict_and_folds_every_check_into_details():
     assert "<details>" not in grading.report_html(report)
 
 
+def test_validate_shows_points_and_verdict_on_the_first_line_of_a_failing_cell(monkeypatch, capsys):
+    """nbgrader's Validate dialog shows a failing cell's source, then its stderr: that begins with what to fix."""
+    monkeypatch.setenv("NBGRADER_VALIDATING", "1")
+    _five_failures(NO_SCALE).score()
+    first, *rest = capsys.readouterr().err.splitlines()
+    assert first.startswith("ex: ") and " points — " in first and "scores grow with d_k" in first, first
+    assert rest and len(rest) <= 5, rest
+    check = Checker("ex", points=1)  # a passing cell says nothing there
+    with check("fine"):
+        pass
+    check.score()
+    assert capsys.readouterr().err == ""
+
+
 def test_attn_check_verbose_lists_every_check():
     from utils.engine.checking import render
     from utils.results import NotebookResult

@@ -105,6 +105,7 @@ def cmd_references(args: argparse.Namespace) -> int:
     """Regenerate the stored reference tensors (or, with --check, report which are stale)."""
     from safetensors.torch import save_file
 
+    from . import visible_make as visible
     from .grading import make_references, references_path, stale_references
 
     status = 0
@@ -115,10 +116,16 @@ def cmd_references(args: argparse.Namespace) -> int:
                 shown = ", ".join(stale[:5]) + (", ..." if len(stale) > 5 else "")
                 print(f"{references_path(assignment).name} is stale ({shown}): run `attn references {assignment}`")
                 status = 1
+            if stale := visible.stale(assignment):
+                print(f"{visible.path(assignment).name} is stale ({'; '.join(stale[:3])}): run `attn references "
+                      f"{assignment}`")
+                status = 1
         else:
             fresh = make_references(assignment)
             save_file(fresh, str(references_path(assignment)))
             print(f"wrote {len(fresh)} tensors to {references_path(assignment).relative_to(nbs.ROOT)}")
+            named = visible.write(assignment)  # the plants' mistakes on the visible checks' inputs
+            print(f"wrote the mistakes of {named} visible comparisons to {visible.path(assignment).relative_to(nbs.ROOT)}")
     return status
 
 

@@ -489,9 +489,19 @@ def _some_rows(ad, ed, rtol, atol) -> str | None:
     if n_ok == 0 or n_ok == ok.numel() or ok.numel() < 3:
         return None
     wrong = ~ok
-    return _("{n_ok} of {rows} rows of your output are right and {n_wrong} wrong ({positions}): look at what is "
-             "special about those rows — masked or padded positions, the first or the last one.").format(
-        n_ok=n_ok, rows=ok.numel(), n_wrong=int(wrong.sum()), positions=_positions(wrong))
+    bad = wrong.nonzero().flatten().tolist()
+    empty = (rows_e == 0).all(-1)
+    # Said only where the rows show it: a line about masked rows under a check without masks sends the learner off.
+    if bool(empty.any()) and bool((wrong == empty).all()):
+        hint = _("they are exactly the rows that should be all zeros (a query with nothing it may attend to, or a "
+                 "padded position): what does your code give a row like that?")
+    elif bad == list(range(bad[0], ok.numel())):
+        hint = _("every row from index {start} on is wrong and every row before it right: look at what your code "
+                 "does differently from there on (a boundary, an off-by-one length)").format(start=bad[0])
+    else:
+        hint = _("look at what the wrong rows have in common, and what your code does with them")
+    return _("{n_ok} of {rows} rows of your output are right and {n_wrong} wrong ({positions}): {hint}.").format(
+        n_ok=n_ok, rows=ok.numel(), n_wrong=len(bad), positions=_positions(wrong), hint=hint)
 
 
 # -- booleans -------------------------------------------------------------------------------------------------------

@@ -164,6 +164,20 @@ def _undefined_because(name: str | None) -> str | None:
     return None
 
 
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+
+
+def failure_signature(exc: BaseException) -> tuple[str, tuple[str, ...]] | None:
+    """How a check failed, whatever language it is said in: the exception's kind and the numbers its message holds (a
+    shape, a count, the values it got); None when the message holds no number (too common to tell mistakes apart)."""
+    if isinstance(exc, CheckFailure):
+        kind, text = "CheckFailure", str(exc.detail)
+    else:
+        kind, text = str(getattr(exc, "learner_type", type(exc).__name__)), str(exc)
+    numbers = tuple(_NUMBER.findall(text.strip().splitlines()[0] if text.strip() else ""))
+    return (kind, numbers) if numbers else None
+
+
 def _where(exc: BaseException) -> str:
     """The learner's line that raised `exc`, as ' (in f, line N: `code`)', or '' when it is not theirs."""
     reported = getattr(exc, "learner_where", None)  # raised in the learner's process, located there
@@ -217,10 +231,35 @@ class CheckContext:
         inputs: only the grader can make the call again."""
         return None
 
+    def visible_mistakes(self, checker: Checker, check: int, comparison: int, actual: torch.Tensor,
+                         expected: torch.Tensor) -> dict[Mistake, torch.Tensor]:
+        """What each catalogued mistake outputs at this comparison of a visible check (the `check`-th check's
+        `comparison`-th `close`): the learner's kernel has those values (`utils.visible`), not the catalogue."""
+        from . import visible
+
+        try:
+            notebook = course.exercise(checker.exercise)[0].id
+        except course.UnknownName:
+            return {}
+        return visible.mistakes(notebook, (checker.exercise, check, comparison), expected)
+
+    def visible_failure(self, checker: Checker, check: int, signature: tuple[str, tuple[str, ...]]) -> Mistake | None:
+        """The one catalogued mistake that fails the `check`-th visible check this way (`failure_signature`), if one
+        does (`utils.visible`)."""
+        from . import visible
+
+        try:
+            notebook = course.exercise(checker.exercise)[0].id
+        except course.UnknownName:
+            return None
+        return visible.failure(notebook, (checker.exercise, check, 0), signature)
+
     def announce(self, checker: Checker, result: ExerciseResult) -> None:
         """Under nbgrader's Validate button, say what failed on stderr: the dialog shows stderr, not tables."""
         if os.environ.get("NBGRADER_VALIDATING") and not result.passed:
-            print(f"{_points(result.report())}\n{result.feedback()}", file=sys.stderr)
+            # The dialog shows the cell's source, then this: its first line says it all (points and verdict).
+            first, _sep, rest = result.feedback().partition("\n")
+            print(f"{_points(result.report())} — {first}" + (f"\n{rest}" if rest else ""), file=sys.stderr)
 
 
 LIVE = CheckContext()
@@ -255,6 +294,7 @@ class Checker:
         self._pending: CheckFailure | None = None  # the first failed case of the running check
         self._score: Score | None = None  # the last score, and how many checks it counted
         self._scored = 0
+        self._closes = 0  # comparisons (`close`) made so far in the running check
 
     # -- running checks -------------------------------------------------------------------
     @contextlib.contextmanager
@@ -263,6 +303,8 @@ class Checker:
         learner's language (a grader's label is in the catalogue)."""
         result = CheckResult(name=_(name), weight=weight, hidden=self._hidden)
         self._pending = None
+        self._closes = 0
+        failed_with: BaseException | None = None  # what failed the check, for `utils.visible` to recognise
         try:
             limit = AFTER_TIMEOUT_S if self._timed_out else CHECK_TIME_LIMIT_S
             with self.context.time_limit(self, limit), torch.random.fork_rng(devices=[]):
@@ -283,6 +325,7 @@ class Checker:
                                 "code.").format(detail=exc) if str(exc) else
                               _("not implemented yet — replace `raise NotImplementedError()` with your code."))
         except CheckFailure as exc:
+            failed_with = exc
             result.failure = exc
             result.mistake = exc.mistake
             result.message = str(exc)  # provisional: `settle` words it once the whole exercise has run
@@ -291,6 +334,7 @@ class Checker:
             result.message = _("stopped after {seconds} s — is there a loop that never ends, or a Python loop over "
                                "every element where a tensor operation would do?").format(seconds=f"{limit:g}")
         except AssertionError as exc:
+            failed_with = exc
             result.message = (_("assertion failed: {message}{where}").format(message=exc, where=_where(exc)) if str(exc)
                               else _("assertion failed{where}").format(where=_where(exc)))
         except MemoryError as exc:
@@ -302,13 +346,29 @@ class Checker:
                 or _("your code raised {error}: {message}{where}").format(error="NameError", message=exc,
                                                                          where=_where(exc)))
         except Exception as exc:  # noqa: BLE001 - a learner's exception costs this check only
+            failed_with = exc
             kind = getattr(exc, "learner_type", type(exc).__name__)
             text = str(exc).removeprefix(f"{kind}: ")
             result.message = _("your code raised {error}: {message}{where}").format(error=kind, message=text,
                                                                                    where=_where(exc))
         finally:
             self._pending = None
+        if failed_with is not None and not self._hidden and not (result.failure and result.failure.candidates):
+            self._recognise(result, failed_with)
         self.results.append(result)
+
+    def _recognise(self, result: CheckResult, failed_with: BaseException) -> None:
+        """A visible check that failed the way one catalogued mistake, and only one, fails it here (`utils.visible`):
+        that mistake is the check's candidate, as a comparison that reproduced it would make it."""
+        signature = failure_signature(failed_with)
+        named = self.context.visible_failure(self, len(self.results), signature) if signature else None
+        if named is None:
+            return
+        if result.failure is None:
+            result.failure = CheckFailure(result.message, candidates=(named,))
+        else:
+            result.failure.candidates, result.failure.mistake = (named,), named
+        result.mistake = named
 
     @contextlib.contextmanager
     def case(self) -> Iterator[None]:
@@ -368,6 +428,8 @@ class Checker:
         """
         tol = {**TOLERANCE, **tolerance}
         what = _(what)
+        comparison = self._closes  # this comparison's place in the running check (utils.visible keys it so)
+        self._closes += 1
         if isinstance(actual, tuple) and len(actual) == 2 and isinstance(actual[0], torch.Tensor):
             raise CheckFailure(_("{what} should be a single tensor, got a tuple of two — return only the "
                                  "{what}.").format(what=what))
@@ -375,6 +437,8 @@ class Checker:
             raise CheckFailure(_("{what} should be a torch.Tensor, got {type}.").format(what=what,
                                                                                          type=type_name(actual)))
         returned, actual = actual, actual.detach()
+        if mistakes is None and not self._hidden:  # a visible check: what the catalogue's mistakes give here
+            mistakes = self.context.visible_mistakes(self, len(self.results), comparison, actual, expected) or None
         if callable(mistakes):
             right = (actual.shape == expected.shape and actual.dtype == expected.dtype
                      and bool(torch.isclose(actual, expected, rtol=tol["rtol"], atol=tol["atol"], equal_nan=True).all()))
@@ -865,15 +929,17 @@ def _right_one_at_a_time(fn: Callable[..., Any], args: tuple[Any, ...], batched:
 
 
 def identify(
-    actual: torch.Tensor, mistakes: Mapping[Mistake, torch.Tensor], **tolerance: float
+    actual: torch.Tensor, mistakes: Mapping[Mistake, torch.Tensor | tuple[torch.Tensor, ...]], **tolerance: float
 ) -> Mistake | None:
-    """The first catalogued mistake whose output `actual` reproduces, or None."""
+    """The first catalogued mistake whose output `actual` reproduces (one of its outputs, where a mistake made in
+    several ways gives several), or None."""
     tol = {**TOLERANCE, **tolerance}
-    for mistake, wrong in mistakes.items():
-        wrong = wrong.detach()
-        if wrong.shape == actual.shape and wrong.dtype == actual.dtype:
-            if torch.allclose(actual, wrong, rtol=tol["rtol"], atol=tol["atol"], equal_nan=True):
-                return mistake
+    for mistake, outputs in mistakes.items():
+        for wrong in outputs if isinstance(outputs, tuple) else (outputs,):
+            wrong = wrong.detach()
+            if wrong.shape == actual.shape and wrong.dtype == actual.dtype:
+                if torch.allclose(actual, wrong, rtol=tol["rtol"], atol=tol["atol"], equal_nan=True):
+                    return mistake
     return None
 
 
