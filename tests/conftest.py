@@ -32,7 +32,7 @@ collect_ignore = []
 if sys.platform == "win32":
     collect_ignore = ["test_adversarial.py", "test_engine.py", "test_feedback_quality.py", "test_isolation.py",
                       "test_remote.py", "test_roundtrip.py", "test_sandbox_userns.py", "test_submission_files.py",
-                      "test_hub.py", "test_stored_outputs.py", "test_i18n.py"]
+                      "test_hub.py", "test_stored_outputs.py", "test_i18n.py", "test_under_load.py"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -51,11 +51,12 @@ def pytest_configure(config: pytest.Config) -> None:
 #: Tests (and groups of tests, SHARED_FIXTURE) that take half a minute or more, longest first: started first, so that
 #: two workers finish together rather than one waiting for the other's last long test (pytest-xdist hands out units
 #: in collection order; pytest_configure keeps it from reordering them). Measured 2026-11-26: 08 nbval 226 s, the
-#: browser 85-114 s, the hostile submission in a browser 82 s, test_cli 72 s, test_readme 76 s, test_translator 53 s.
+#: browser 85-114 s, the hostile submission in a browser 82 s, test_cli 72 s, test_readme 76 s, test_translator 53 s;
+#: 2026-11-27: grading on a loaded machine (test_under_load.py) 60 s, which slows the other worker meanwhile.
 LONGEST_FIRST = ("test_nbval.py::test_solution_notebook_passes_nbval[08", "test_browser.py", "test_browser_untrusted.py",
                  "test_readme.py", "test_cli.py", "test_translator.py", "test_submission_files.py",
-                 "test_nbgrader_flow.py::test_generate_autograde", "test_hub.py", "test_engine.py::test_the_same",
-                 "test_sandbox_userns.py", "test_nbval.py")
+                 "test_nbgrader_flow.py::test_generate_autograde", "test_hub.py", "test_under_load.py", "test_notebook_runs.py",
+                 "test_engine.py::test_the_same", "test_sandbox_userns.py", "test_nbval.py")
 #: Files whose tests share an expensive module fixture (a JupyterLab, Unix users, graded plants): one worker runs them
 #: all (`make test` distributes with --dist loadgroup), so the fixture is built once.
 SHARED_FIXTURE = ("test_browser.py", "test_browser_untrusted.py", "test_submission_files.py", "test_feedback_quality.py",
@@ -64,7 +65,8 @@ SHARED_FIXTURE = ("test_browser.py", "test_browser_untrusted.py", "test_submissi
 #: commands, attacks, and every grading round trip but notebook 01's.
 SLOW = ("test_nbval.py", "test_browser", "test_hub.py", "test_submission_files.py", "test_sandbox_userns.py",
         "test_nbgrader_flow.py", "test_adversarial.py", "test_release.py", "test_feedback_quality.py",
-        "test_translator.py", "test_stored_outputs.py", "test_engine.py", "test_isolation.py", "test_readme.py")
+        "test_translator.py", "test_stored_outputs.py", "test_engine.py", "test_isolation.py", "test_readme.py",
+        "test_under_load.py")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the xdist_group marks added here
@@ -137,7 +139,7 @@ def attn_check(path: Path | str, *extra: str, env: dict[str, str] | None = None,
         result = engine().check(path, only=only).to_json()
         return json.loads(json.dumps(result))  # what --json prints: JSON, nothing else
     extra = (*extra, "--exercise", only) if only else extra
-    proc = subprocess.run(
+    proc = subprocess.run(  # 600 s: generous, not scaled (a cold `attn check` takes 3-6 s on a quiet machine)
         [sys.executable, "-m", "utils.cli", "check", str(path), "--json", *extra],
         capture_output=True, text=True, cwd=nbs.ROOT, env={**os.environ, **(env or {})}, timeout=600,
     )
@@ -146,10 +148,56 @@ def attn_check(path: Path | str, *extra: str, env: dict[str, str] | None = None,
     return result
 
 
+def run_scaled(cmd: list[str], quiet_s: float, *, poll_s: float = 5.0, **kwargs) -> subprocess.CompletedProcess:
+    """`subprocess.run(cmd, capture_output=True, text=True, **kwargs)` with a time limit that scales with the machine's
+    load, for a command that takes minutes (nbval of a notebook that trains a model): each second on the wall clock
+    counts 1 / `nbs.load_factor()` (measured as it runs) against the `quiet_s` seconds the command may take on a quiet
+    machine, and in all it may take at most `nbs.MAX_LOAD_FACTOR` times `quiet_s`. Past it, the command and its
+    processes are killed and `subprocess.TimeoutExpired` raised, as by `subprocess.run`'s timeout."""
+    import time
+
+    import psutil
+
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+    started = last = time.monotonic()
+    spent = 0.0
+    try:
+        while True:
+            try:
+                out, err = proc.communicate(timeout=poll_s)
+                return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+            except subprocess.TimeoutExpired:
+                now = time.monotonic()
+                spent, last = spent + (now - last) / nbs.load_factor(), now
+                if spent > quiet_s:  # load_factor() is at most nbs.MAX_LOAD_FACTOR: so is the stretch
+                    break
+    except BaseException:
+        _kill_tree(proc, psutil)
+        raise
+    _kill_tree(proc, psutil)
+    out, err = proc.communicate()
+    raise subprocess.TimeoutExpired(cmd, time.monotonic() - started, out, err)
+
+
+def _kill_tree(proc: subprocess.Popen, psutil) -> None:
+    try:
+        family = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        family = []
+    for p in family:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    proc.kill()
+    proc.wait()
+
+
 def nbgrader(course: Path, *args: str, env: dict[str, str] | None = None, ok: bool = True) -> str:
     """`nbgrader ARGS` in `course` as README has it (.venv/bin/nbgrader, the environment not activated: the course's
     nbgrader_config.py finds `alembic`); assert it succeeded (or failed, `ok=False`); return what it printed."""
     env = {**os.environ, "PATH": "/usr/bin:/bin", **(env or {})}
+    # 600 s: generous, not scaled (one nbgrader command takes seconds to a minute on a quiet machine)
     proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, capture_output=True, text=True,
                           env=env, timeout=600)
     out = proc.stdout + proc.stderr

@@ -6,6 +6,11 @@ between messages ("Timeout of 5 seconds exceeded waiting for output"). On a two-
 workers, the kernel's iopub thread can be starved that long after a long training cell, and a correct notebook fails.
 The cell's own time limit (--nbval-cell-timeout) is unchanged. Once in a full `make test`, a kernel started while both
 cores were busy did not answer nbval's first request within its 60 s ("Kernel didn't respond in 60 seconds").
+
+Both limits are generous, not scaled by the load: a kernel answers in about 3 s and a cell's last output follows its
+reply within a second on a quiet two-core machine, so three minutes hold at three times its load and more. nbval's own
+limit per cell (--nbval-cell-timeout, 2000 s) is longer than a whole notebook's run; what bounds a notebook is
+tests/test_nbval.py's limit, which scales with the load.
 """
 
 from __future__ import annotations  # noqa: I001 - utils is imported before nbval, on purpose

@@ -37,6 +37,12 @@ BENIGN_CONSOLE = re.compile(r"favicon|Failed to load resource: the server respon
 
 pytestmark = pytest.mark.slow
 
+# Waits. Every time limit below is generous, not scaled: ten times or more what the step takes on a quiet two-core
+# machine (JupyterLab up ~4 s of 120, a kernel ~3 s of 90, Run All of a blank notebook ~10 s of 120, Validate ~10-25 s
+# of 180, Formgrader's Generate ~6 s of 120), so a two-core machine at three times its load passes them all; they stop
+# only a page or a kernel that will never answer. Validate of a finished 08 must take under 150 s (under 30 s here):
+# a learner's wait, measured.
+
 
 def _require_browser() -> None:
     missing = None
@@ -82,6 +88,9 @@ def _start_lab(tmp_path_factory, lang: str = "en"):
         # The copy's own utils/ (the venv's editable install points at the original repository).
         "PYTHONPATH": str(course),
         "JUPYTER_PLATFORM_DIRS": "1",
+        # One computing thread per process, as everywhere in the tests (tests/conftest.py): the kernels share two cores
+        # with the other test worker.
+        "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
     }
     # One log per server: under xdist two workers may each start the English server, and a log that both wrote would
     # show one server's shutdown as the other's error.
@@ -383,9 +392,8 @@ def test_learner_and_instructor_in_the_browser(lab, browser):
         tab.page.get_by_role("menuitem", name="Nbgrader", exact=True).click()
         tab.page.get_by_text(item, exact=True).click()
         panel = tab.page.locator(".jp-MainAreaWidget:visible").last
-        tab.page.wait_for_timeout(3000)
+        panel.get_by_text(expect).first.wait_for(timeout=60_000)  # loaded (it said "Error" here before the exchange)
         tab.shot(f"9-{item.lower().replace(' ', '-')}")
-        panel.get_by_text(expect).first.wait_for(timeout=60_000)
         assert "Error" not in panel.inner_text(), panel.inner_text()
 
     print("browser timings:", ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))

@@ -36,6 +36,9 @@ TOKEN = "attn-formgrader-server-test"
 TIME_LIMIT_S = 3
 #: The longest a request to the server may take while a grading runs (a 2-core machine shared with other tests), and
 #: the longest for Formgrader's API calls that read the gradebook and list the course's folders (alone: 0.05-0.3 s).
+#: Both, and PAGE_S, on a quiet machine: they are multiplied by the load seen meanwhile (utils.notebooks.load_factor,
+#: at most 4), as the server's answers are slowed by it. A blocked event loop answers only after a whole grading (13.75 s
+#: here before utils/formgrader_csp.py), which stretches with the load too.
 ANSWER_S, API_S = 2.0, 5.0
 #: The longest a submission's page may take to render while a grading runs.
 PAGE_S = 15.0
@@ -194,7 +197,9 @@ def test_grading_and_pages_leave_the_server_answering(server):
     seen: dict[str, list[float]] = {name: [] for name in probes}
     pages: list[tuple[float, float]] = []  # (when it was answered, seconds it took): wordy's page, as grading goes on
     last_page = 0.0
+    load = nbs.load_factor()  # the most seen while the presses run
     while presses[0].is_alive() or presses[1].is_alive():
+        load = max(load, nbs.load_factor())
         assert time.monotonic() - t0 < 600, "the two presses did not finish in 10 minutes"
         for name, probe in probes.items():
             t = time.monotonic()
@@ -222,18 +227,20 @@ def test_grading_and_pages_leave_the_server_answering(server):
 
     (loopy, loopy_done), (alice, alice_done) = results["loopy"], results["alice"]
     slowest = {name: round(max(times), 2) for name, times in seen.items()}
+    answer_s, api_s, page_s = (load * bound for bound in (ANSWER_S, API_S, PAGE_S))
     print(f"\nloopy graded in {loopy_done:.1f} s, alice (pressed 0.5 s later) answered at {alice_done:.1f} s; "
+          f"load factor up to {load:.1f}; "
           f"/api/status asked {len(status)} times, slowest {max(status):.2f} s; slowest answers in turn: {slowest}; "
           f"wordy's page alone {alone:.2f} s, meanwhile {len(pages)} times: "
           + ", ".join(f"{took:.2f} s (at {at:.0f} s)" for at, took in pages))
     assert loopy["success"] and alice["success"], (loopy, alice)
     assert loopy_done > 2 * TIME_LIMIT_S, f"the looping submission took {loopy_done:.1f} s: the test saw no wait"
     # Every answer came in time, and there were many of them while loopy was graded.
-    assert max(status) < ANSWER_S and len(status) >= loopy_done / 2, status
-    assert all(max(times) < (API_S if "API" in name else ANSWER_S) for name, times in seen.items()), (slowest, seen)
+    assert max(status) < answer_s and len(status) >= loopy_done / (2 * load), (load, status)
+    assert all(max(times) < (api_s if "API" in name else answer_s) for name, times in seen.items()), (load, slowest, seen)
     # Wordy's page, rendered while loopy was graded.
     answered_while_grading = [(at, took) for at, took in pages if at < loopy_done]
-    assert answered_while_grading and all(took < PAGE_S for _, took in pages), pages
+    assert answered_while_grading and all(took < page_s for _, took in pages), (load, pages)
     # One after the other: alice's press waited for loopy's grading, and each log is its own student's.
     assert alice_done > loopy_done, (loopy_done, alice_done)
     assert "behind the jobs pressed before it" in alice["log"], alice["log"][-2000:]

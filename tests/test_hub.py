@@ -39,6 +39,11 @@ COURSE_ID = "attention-course"
 ALICE, BOB = "attn-alice", "attn-bob"  # alice hands in the solution's answers, bob the blank copy
 PEOPLE = (INSTRUCTOR, ALICE, BOB)
 MIB = 2**20
+# Time limits. Each is generous, not scaled: ten times or more what the step takes on a quiet two-core machine (the hub
+# up ~3 s of 90, three servers started together ~10 s of 150, a request ~0.1 s of 30, an autograde ~10 s of 300; the
+# Steps table printed at the end has the figures), so a two-core machine at three times its load passes them; they
+# stop only what will never answer. The hub's own spawner limits are deploy/jupyterhub's (120 s to start, 60 s to
+# answer), which a class's machine needs as much.
 
 
 class Steps:

@@ -24,15 +24,85 @@ WARM_CHECK_BUDGET_S = 2.0
 COURSE_BUDGET_S = 600.0  # the whole course executed once (what nbval does, kernel starts included)
 
 
+#: What `machine()`'s reference work took on one core of the machine that measures README's figures (2026-11-27: a
+#: 2-core AMD EPYC virtual machine, one hardware thread per core, PyTorch 2.13's AVX-512 kernels; its AVX2 kernels
+#: take as long there): a machine that takes N times as long runs `make test`, whose processes compute on both cores
+#: nearly all along, about N times as long.
+REFERENCE_S = {"python": 0.33, "torch": 0.19}
+
+
 def _timed(fn) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
 
 
+def _cpu_timed(fn, repeat: int = 3) -> float:
+    """The least CPU time of this thread that `fn()` took in `repeat` runs (CPU time: another process's load on the
+    machine does not count, another thread on the same core does)."""
+    fn()  # warm: first calls load and allocate
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.thread_time()
+        fn()
+        best = min(best, time.thread_time() - start)
+    return best
+
+
+def _torch_work() -> None:
+    """Small attention-sized tensor work, as the notebooks and their grading do it: matmuls, softmax, exp."""
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(16, 128, 64, generator=g), torch.randn(64, 64, generator=g)
+    for _ in range(200):
+        scores = (x @ w) @ x.transpose(1, 2) / 8.0
+        torch.softmax(scores, dim=-1).exp().sum()
+
+
+def machine() -> list[str]:
+    """What this machine is, as the figures depend on it: its CPU and cores, whether two of its cores are one core's
+    two hardware threads, the vector instructions PyTorch's kernels use, and how long one core takes for reference
+    work compared with the machine that measured README's figures."""
+    import platform
+
+    import torch
+
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    siblings = Path("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list")
+    try:
+        text = siblings.read_text().strip()
+        per_core = sum(int(b) - int(a) + 1 if "-" in part else 1
+                       for part in text.split(",") for a, _, b in [part.partition("-")])
+    except (OSError, ValueError):
+        per_core = None
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        took = {"python": _cpu_timed(lambda: sum(i * i for i in range(10_000_000))), "torch": _cpu_timed(_torch_work)}
+    finally:
+        torch.set_num_threads(threads)
+    ratios = ", ".join(f"{name} {took[name]:.2f} s ({took[name] / REFERENCE_S[name]:.2f}x)" for name in took)
+    return [
+        f"machine: {model}, {os.cpu_count()} cores"
+        + (f" ({per_core} hardware threads per physical core)" if per_core and per_core > 1 else "")
+        + f"; Python {sys.version.split()[0]}, PyTorch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()}"
+        + f" kernels{', MKL' if torch.backends.mkl.is_available() else ''})",
+        f"one core, reference work (times the machine that measured README's figures took): {ratios}",
+    ]
+
+
 def run(assignments: list[str]) -> int:
     """Execute each solution notebook in a fresh kernel and time `attn check` on it; 1 if a budget is missed."""
-    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
+    for line in machine():
+        print(line)
     from .engine.checking import Engine
 
     print(f"{'notebook':<36}{'execute (s)':>12}{'budget':>8}{'attn check (s)':>16}{'budget':>8}"

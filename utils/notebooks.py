@@ -106,6 +106,22 @@ def kernel_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+#: How many times its quiet value a time limit that scales with the machine's load may grow to: a two-core machine at
+#: three times its cores' load, with room to spare.
+MAX_LOAD_FACTOR = 4.0
+
+
+def load_factor() -> float:
+    """How many times over this machine's cores are asked for now: the 1-minute load average per core, from 1 (quiet or
+    less) to MAX_LOAD_FACTOR (1 where the load cannot be read: Windows). A CPU-bound process gets about 1/load_factor()
+    of a core, so what takes it N s on a quiet machine takes about N * load_factor() s here now."""
+    try:
+        per_core = os.getloadavg()[0] / (os.cpu_count() or 1)
+    except (AttributeError, OSError):
+        return 1.0
+    return min(MAX_LOAD_FACTOR, max(1.0, per_core))
+
+
 def execute(
     nb: NotebookNode,
     cwd: Path,
@@ -115,12 +131,17 @@ def execute(
     env: dict[str, str] | None = None,
     quiet: bool = False,
 ) -> NotebookNode:
-    """Run every code cell of `nb` in a fresh python3 kernel started in `cwd`."""
+    """Run every code cell of `nb` in a fresh python3 kernel started in `cwd`.
+
+    `timeout`: seconds a cell may run on a quiet machine. Each cell gets that many times `load_factor()` as the cell
+    starts: notebook 08's training takes about 3 minutes alone on one thread, three times as long on a two-core machine
+    at three times its load (`attn execute` beside a test run), and a fixed 600 s would stop it."""
     from nbclient import NotebookClient
 
     client = NotebookClient(
         nb,
         timeout=timeout,
+        timeout_func=(lambda cell: timeout * load_factor()) if timeout and timeout > 0 else None,
         kernel_name="python3",
         allow_errors=allow_errors,
         interrupt_on_timeout=allow_errors,
