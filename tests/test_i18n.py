@@ -138,3 +138,26 @@ def test_a_compiled_catalogue_is_compared_by_its_messages_not_by_the_babel_that_
     message = next(m for m in catalog if m.id and m.string)
     message.string = message.string + "!"
     assert i18n._mo_messages(i18n.compile_mo(catalog)) != i18n._mo_messages(mine)
+
+
+def test_a_chinese_learners_endless_loop_is_told_in_chinese(tmp_path, monkeypatch):
+    """The engine's own messages (a time-out here) go through the catalogue, in the notebook's language."""
+    from utils.engine import checking
+
+    from .conftest import engine
+
+    assignment = ASSIGNMENTS[0]
+    nb = i18n.translate(nbs.read(nbs.solution_path(assignment)), "zh", assignment)
+    cell = next(c for c in nb.cells if nbs.nbgrader_meta(c).get("grade_id") == "attention_pool")
+    assert cell.source.count("scores = keys @ query") == 1
+    cell.source = cell.source.replace("scores = keys @ query", "while True:\n        pass")
+    path = tmp_path / assignment / f"{assignment}.ipynb"
+    nbs.write(nb, path)
+    monkeypatch.setattr(checking, "EXERCISE_TIME_LIMIT_S", 1.0)
+    result = engine().check(path)
+    looped = next(e for e in result.exercises if e.id == "attention_pool")
+    assert looped.score == 0 and looped.stopped, looped
+    with i18n.speaking(result.lang):
+        said = looped.feedback()
+    assert result.lang == "zh" and "CPU 时间" in said and "循环" in said, said
+    assert all(e.score == e.max_score for e in result.exercises if e.id != "attention_pool"), result.exercises

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
+import torch
 from nbgrader.api import Gradebook
 
 from utils import notebooks as nbs
 
-from .conftest import ASSIGNMENTS, assert_no_secrets, fill_answers, nbgrader
+from .conftest import ASSIGNMENTS, assert_no_secrets, fill_answers, nbgrader, secrets
 
 
 def test_generate_autograde_feedback_in_a_course_directory(tmp_path):
@@ -66,7 +68,23 @@ def test_student_copies_and_utils_carry_no_secrets(assignment):
     for path in (nbs.ROOT / "utils").rglob("*"):
         if path.is_file() and path.suffix == ".py":
             assert_no_secrets(path.read_text(), assignment, str(path.relative_to(nbs.ROOT)))
-    assert not list((nbs.ROOT / "utils").rglob("*.safetensors"))
+    # The one kind of tensor file utils/ ships: the visible catalogue (utils/visible.py), outputs on the inputs of the
+    # visible checks, which name a mistake and its section but hold no explanation and no hidden value.
+    stored = list((nbs.ROOT / "utils").rglob("*.safetensors"))
+    assert {p.parent for p in stored} <= {nbs.ROOT / "utils" / "visible"}, stored
+    from safetensors import safe_open
+
+    _lines, refs = secrets(assignment)
+    hidden: dict[tuple, list[torch.Tensor]] = {}
+    for t in refs.values():
+        hidden.setdefault((tuple(t.shape), t.dtype), []).append(t)
+    for path in stored:
+        with safe_open(str(path), framework="pt") as f:
+            assert_no_secrets(json.dumps(f.metadata()), assignment, str(path.relative_to(nbs.ROOT)))
+            for name in f.keys():  # noqa: SIM118 - safe_open has no iteration
+                t = f.get_tensor(name)
+                assert not any(torch.equal(t, h) for h in hidden.get((tuple(t.shape), t.dtype), [])), (
+                    f"{path.name} holds a hidden reference tensor ({name})")
 
 
 def test_exchange_release_fetch_submit_collect_autograde_as_two_students(tmp_path):

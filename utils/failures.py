@@ -57,7 +57,11 @@ class Mistake:
         return _(explanation).format(**{k: _(v) for k, v in values})
 
     def describe(self) -> str:
-        """One sentence for the learner naming the mistake and the section to reread."""
+        """One sentence for the learner naming the mistake and the section to reread. A mistake named in the
+        learner's kernel (`utils.visible`) has no explanation there: the catalogue's explanations stay the grader's."""
+        if not self.explanation and self.words is None:
+            return _("This matches a known mistake, {name} — see '{section}' (`attn check` says why it is wrong).").format(
+                name=self.title(), section=_(self.section))
         return _("This matches a known mistake, {name}: {explanation} — see '{section}'.").format(
             name=self.title(), explanation=self.reason(), section=_(self.section))
 

@@ -7,7 +7,8 @@ inside the test cell of an exercise), this module keeps what every catalogued mi
 code, worked out by the maintainer from the planted mistakes of `tests/plants_NN.py` (each plant is the solution
 with one catalogued mistake made) and stored in ``utils/visible/NN_name.safetensors``, which ships with the course
 package. In the learner's kernel `Checker.close` offers them as it offers a grader's `mistakes=`, so the table
-names the mistake with the catalogue's words, and `Checker.settle` drops a name that another comparison refutes.
+names the mistake with the catalogue's name and section (not its explanation, which stays the grader's), and
+`Checker.settle` drops a name that another comparison refutes.
 
 Each stored comparison keeps the expected tensor it was made against: when the learner's kernel compares against
 another one (the test cell changed, or its inputs came out differently), nothing is offered there. `attn references`
@@ -50,7 +51,9 @@ def _read(notebook: str) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
 
 
 def _mistake(entry: dict[str, str]) -> Mistake:
-    return Mistake(entry["name"], entry["explanation"], entry["section"])
+    """A stored mistake: its name and section, never its explanation (the catalogue's explanations are the grader's,
+    tests/test_nbgrader_flow.py), so the table names it and says where to read, and `attn check` says why."""
+    return Mistake(entry["name"], "", entry["section"])
 
 
 @lru_cache(maxsize=16)

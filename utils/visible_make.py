@@ -146,7 +146,7 @@ def make(notebook: str) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
 
 
 def _entry(mistake: Mistake) -> dict[str, str]:
-    return {"name": mistake.name, "explanation": mistake.explanation, "section": mistake.section}
+    return {"name": mistake.name, "section": mistake.section}  # no explanation: the catalogue's stay the grader's
 
 
 def _digest(value: Any) -> str:
@@ -186,10 +186,8 @@ def stale(notebook: str) -> list[str]:
         problems.append(f"the code cells of {notebook}'s solution changed")
     if meta.get("plants") != _digest(_plants(notebook)):
         problems.append(f"tests/plants_{notebook[:2]}.py changed")
-    catalogue = {(m.name, m.explanation, m.section) for m in vars(grading.load_grader(notebook)).values()
-                 if isinstance(m, Mistake)}
-    named = {(m["name"], m["explanation"], m["section"]) for c in meta.get("comparisons", []) for m in c["mistakes"]}
-    named |= {(f["mistake"]["name"], f["mistake"]["explanation"], f["mistake"]["section"])
-              for f in meta.get("failures", [])}
-    problems += [f"no longer in grader/{notebook}.py: {name!r}" for name, _, _ in sorted(named - catalogue)]
+    catalogue = {(m.name, m.section) for m in vars(grading.load_grader(notebook)).values() if isinstance(m, Mistake)}
+    named = {(m["name"], m["section"]) for c in meta.get("comparisons", []) for m in c["mistakes"]}
+    named |= {(f["mistake"]["name"], f["mistake"]["section"]) for f in meta.get("failures", [])}
+    problems += [f"no longer in grader/{notebook}.py: {name!r}" for name, _ in sorted(named - catalogue)]
     return problems
