@@ -11,6 +11,8 @@ MISTAKES = [
     # Copies of the width instead of the heads
     {"cell": "repeat_kv", "old": "x.repeat_interleave(n_rep, dim=1)", "new": "x.repeat_interleave(n_rep, dim=-1)",
      "exercise": "repeat_kv", "mistake": "copies along the wrong axis"},
+    {"cell": "repeat_kv", "old": "x.repeat_interleave(n_rep, dim=1)", "new": "x.repeat_interleave(n_rep, dim=2)",
+     "exercise": "repeat_kv", "mistake": "copies along the wrong axis"},  # the positions' axis: another output
     # The same mistake written inline in the module (its own repeat_kv is correct).
     {"cell": "GroupedQueryAttention",
      "old": "k, v = repeat_kv(k, self.n_rep), repeat_kv(v, self.n_rep)",

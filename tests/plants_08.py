@@ -27,6 +27,16 @@ MISTAKES = [
             "        h = self.norm2(x)\n"
             "        return h + self.dropout(",
      "exercise": "EncoderLayer", "mistake": "residual around the wrong sublayer"},
+    # ... around the attention only (the feed-forward's residual right), and no residual around either sublayer.
+    {"cell": "EncoderLayer", "old": "x = x + self.dropout(self.self_attn(h, h, h, mask)[0])",
+     "new": "x = h + self.dropout(self.self_attn(h, h, h, mask)[0])",
+     "exercise": "EncoderLayer", "mistake": "residual around the wrong sublayer"},
+    {"cell": "EncoderLayer", "old": "x = x + self.dropout(self.self_attn(h, h, h, mask)[0])",
+     "new": "x = self.dropout(self.self_attn(h, h, h, mask)[0])",
+     "exercise": "EncoderLayer", "mistake": "residual connection missing"},
+    {"cell": "EncoderLayer", "old": "return x + self.dropout(self.linear2(self.dropout(F.relu(self.linear1(h)))))",
+     "new": "return self.dropout(self.linear2(self.dropout(F.relu(self.linear1(h)))))",
+     "exercise": "EncoderLayer", "mistake": "residual connection missing"},
     {"cell": "EncoderLayer", "old": "    norm_first = True  #", "new": "    norm_first = False  #",
      "exercise": "EncoderLayer", "mistake": "norm placement disagrees with norm_first"},
     {"cell": "EncoderLayer", "old": "self.self_attn(h, h, h, mask)", "new": "self.self_attn(h, h, h)",
