@@ -82,7 +82,6 @@ def _use_cjk_font() -> None:
         rcParams["font.family"] = latin + found[:1]
 
 
-
 def N_(message: str) -> str:  # noqa: N802 - gettext's name for "mark for translation, translate later"
     """Mark `message` for the catalogue without translating it now (it is translated where it is shown)."""
     return message
