@@ -226,8 +226,6 @@ def test_a_test_cell_binds_only_check_and_names_no_other_cell_uses(solution, cop
     assert not problems, f"{assignment} ({copy}):\n" + "\n".join(problems)
 
 
-
-
 def test_the_binding_check_finds_04s_old_test_cell():
     """The check above fails on what 04's test cell once did: `def attention(q, k, v)` over the recap's."""
     nb = nbs.read(nbs.solution_path("04_multi_head_attention"))
@@ -272,8 +270,6 @@ def section_rebindings(nb) -> list[str]:
                 problems.append(f"section {s} ({read[name]}) reads `{name}` from an earlier section, and section "
                                 f"{t} binds it again ({binds[t][name]})")
     return problems
-
-
 
 
 def test_no_section_rebinds_a_name_an_earlier_section_reads(solution):
@@ -339,8 +335,6 @@ def noisy_outputs(nb) -> list[str]:
                 line = next(line for line in text.splitlines() if match.group(0) in line)
                 found.append(f"cell {index} ({_grade_id(cell)}) shows {match.group(0)}: {line.strip()[:140]}")
     return found
-
-
 
 
 def test_no_compared_output_shows_a_float_below_float32_noise(solution):

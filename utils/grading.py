@@ -237,22 +237,16 @@ class CheckContext:
         `comparison`-th `close`): the learner's kernel has those values (`utils.visible`), not the catalogue."""
         from . import visible
 
-        try:
-            notebook = course.exercise(checker.exercise)[0].id
-        except course.UnknownName:
-            return {}
-        return visible.mistakes(notebook, (checker.exercise, check, comparison), expected)
+        notebook = _notebook_of(checker)
+        return visible.mistakes(notebook, (checker.exercise, check, comparison), expected) if notebook else {}
 
     def visible_failure(self, checker: Checker, check: int, signature: tuple[str, tuple[str, ...]]) -> Mistake | None:
         """The one catalogued mistake that fails the `check`-th visible check this way (`failure_signature`), if one
         does (`utils.visible`)."""
         from . import visible
 
-        try:
-            notebook = course.exercise(checker.exercise)[0].id
-        except course.UnknownName:
-            return None
-        return visible.failure(notebook, (checker.exercise, check, 0), signature)
+        notebook = _notebook_of(checker)
+        return visible.failure(notebook, (checker.exercise, check, 0), signature) if notebook else None
 
     def announce(self, checker: Checker, result: ExerciseResult) -> None:
         """Under nbgrader's Validate button, say what failed on stderr: the dialog shows stderr, not tables."""
@@ -260,6 +254,14 @@ class CheckContext:
             # The dialog shows the cell's source, then this: its first line says it all (points and verdict).
             first, _sep, rest = result.feedback().partition("\n")
             print(f"{_points(result.report())} — {first}" + (f"\n{rest}" if rest else ""), file=sys.stderr)
+
+
+def _notebook_of(checker: Checker) -> str | None:
+    """The course notebook of the checker's exercise (None for an exercise the registry does not know)."""
+    try:
+        return course.exercise(checker.exercise)[0].id
+    except course.UnknownName:
+        return None
 
 
 LIVE = CheckContext()

@@ -177,10 +177,7 @@ def stale(notebook: str) -> list[str]:
     file = path(notebook)
     if not file.is_file():
         return [f"{file.relative_to(nbs.ROOT)} is missing"]
-    from safetensors import safe_open
-
-    with safe_open(str(file), framework="pt") as f:
-        meta = json.loads((f.metadata() or {}).get("visible", "{}"))
+    meta, _tensors = _read(notebook)
     problems = []
     if meta.get("code") != _code(notebook):
         problems.append(f"the code cells of {notebook}'s solution changed")
