@@ -8,7 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from utils.grading import Mistake, expect_pair, identify, standing_in
-from utils.i18n import N_, _
+from utils.i18n import N_
+from utils.results import later as _  # words said in the reader's language when shown
 
 # Sections of the notebook that explain each mistake (their headings, verbatim).
 S_WHY = N_("4. Why softmax?")

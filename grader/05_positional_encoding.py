@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from utils.grading import Mistake, standing_in
-from utils.i18n import _
+from utils.results import later as _  # words said in the reader's language when shown
 
 # -- the catalogue of known mistakes (section names are the notebook's headings) -----------------------
 CONCAT = Mistake(

@@ -11,6 +11,7 @@ from nbgrader.utils import determine_grade
 
 from utils import grading
 from utils.grading import RESULT_MIME, Checker, CheckFailure, Mistake, expect_pair, identify, load_weights
+from utils.results import say
 
 NO_SCALE = Mistake("no scaling", "scores grow with d_k", "Why divide")
 
@@ -146,7 +147,7 @@ def test_a_mistake_seen_by_several_checks_is_explained_once():
     report = check.score().report
     feedback = report["feedback"]
     # verdict first: the mistake and its section on the first line, then the checks that show it, sharing one line
-    assert feedback.splitlines()[0] == NO_SCALE.describe() and feedback.count("scores grow with d_k") == 1
+    assert feedback.splitlines()[0] == say(NO_SCALE.describe()) and feedback.count("scores grow with d_k") == 1
     assert "[first] (and 2 more checks) output differs" in feedback and len(feedback.splitlines()) == 2
     # each check's own message (the table's fold, `attn check --verbose`) explains it once and refers to it after
     messages = [c["message"] for c in report["checks"]]
@@ -323,7 +324,7 @@ def _five_failures(mistake: Mistake | None) -> Checker:
 def test_the_first_line_of_feedback_names_the_likely_mistake_then_at_most_three_checks():
     report = _five_failures(NO_SCALE).score().report
     lines = report["feedback"].splitlines()
-    assert lines[0] == NO_SCALE.describe(), lines  # the verdict leads, ahead of the crash that came first
+    assert lines[0] == say(NO_SCALE.describe()), lines  # the verdict leads, ahead of the crash that came first
     shown = [line for line in lines[1:] if line.startswith("[")]
     assert len(shown) <= grading.LEAD_CHECKS and shown[0].startswith("[reference 0]"), lines
     assert lines[-1].startswith("(and ") and "attn check --verbose" in lines[-1], lines
@@ -332,7 +333,7 @@ def test_the_first_line_of_feedback_names_the_likely_mistake_then_at_most_three_
     # every check is still in the report (the table's fold, `attn check --verbose`), each with its whole message
     assert [c["name"] for c in report["checks"]][:2] == ["passes", "crashes first"]
     assert "RuntimeError" in report["checks"][1]["message"]
-    assert report["verdict"] == NO_SCALE.describe() and report["lead"][0] == 2
+    assert report["verdict"] == say(NO_SCALE.describe()) and report["lead"][0] == 2
 
 
 def test_without_a_catalogued_mistake_the_generic_diagnosis_is_the_verdict():
@@ -430,5 +431,6 @@ def test_a_random_answer_is_the_verdict_even_where_more_checks_share_another_dia
     results = [CheckResult(f"c{i}", 1, True, passed=False, failure=CheckFailure("wrong", diagnosis=d))
                for i, d in enumerate([scaled, scaled, varied, scaled])]
     verdict, lead = _verdict(results)
+    verdict = say(verdict)
     assert verdict == f"Diagnosis: {varied}" and lead[0] == 2
     assert verdict.startswith("Diagnosis: your output changes from one call to the next with the same inputs (3 of 12")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import nbformat
 import pytest
@@ -39,9 +40,8 @@ def test_a_score_is_computed_once_and_again_only_after_a_new_check():
 
 
 def test_the_result_is_frozen_data_and_its_words_are_said_where_they_are_shown():
-    """A check's message is said as the check runs, in the language its checker speaks (the notebook's); what the
-    engine and the checker decide afterwards (a summary, a note, where it happened) is a Message said by each
-    renderer in the language it is shown in."""
+    """A result is frozen data; each renderer says its words (a check's message, a summary, a note, where it
+    happened: Messages) in the language it is shown in."""
     result = _failed().score().result
     with pytest.raises(dataclasses.FrozenInstanceError):
         result.score = 4.0  # type: ignore[misc]
@@ -83,7 +83,7 @@ def test_where_is_data_from_the_learners_process_bounded_and_said_in_each_langua
     said = {}
     for lang in ("en", "zh"):
         with i18n.speaking(lang):
-            said[lang] = where.said()
+            said[lang] = say(where.said())
     assert said["en"].startswith(" (in ") and all("x = y @ z" in s for s in said.values()) and said["en"] != said["zh"]
 
 
@@ -101,3 +101,56 @@ def test_one_helper_says_which_learner_cell_is_which_course_cell():
     assert nbs.nbgrader_meta(matched[answer + 1])["grade_id"] == gid
     assert answer + 2 not in matched and 0 not in matched
     assert len(matched) == sum(1 for c in course.cells if nbs.nbgrader_meta(c).get("grade_id"))
+
+
+def _plants() -> dict[str, object]:
+    """Wrong answers whose hidden checks say every kind of words: a catalogued mistake (02), the generic diagnoses
+    of a tensor (01, 03) and of a count (04), with the checks' labels and messages from the graders' catalogue."""
+    def softmax(x, dim=-1):
+        return x.exp() / x.exp().sum()  # normalised over the whole tensor
+
+    def scaled_dot_product_attention(q, k, v, mask=None):
+        scores = q @ k.transpose(-2, -1)  # no 1/√d_k
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = scores.softmax(-1)
+        return weights @ v, weights
+
+    def causal_mask(L):
+        return torch.ones(L, L).tril(-1).bool()  # the diagonal forbidden
+
+    def mha_parameter_count(d_model, h, bias=True):
+        return 4 * d_model * d_model  # the biases forgotten
+
+    return {f.__name__: f for f in (softmax, scaled_dot_product_attention, causal_mask, mha_parameter_count)}
+
+
+def test_a_result_graded_in_one_language_reads_in_another_word_for_word_as_one_graded_there():
+    """Every word of a result is said when it is shown (issue 33): the hidden checks of four wrong answers graded in
+    English and shown in Chinese read exactly as the same answers graded in Chinese, and the other way round, in
+    the table's report, the feedback and the terminal."""
+    def graded(lang: str) -> list[ExerciseResult]:
+        results = []
+        with i18n.speaking(lang):
+            for name, answer in _plants().items():
+                check = Checker(name)
+                check.hidden(answer)
+                results.append(check.score().result)
+        return results
+
+    made = {lang: graded(lang) for lang in ("en", "zh")}
+    assert [r.score < r.max_score and r.verdict is not None for r in made["en"]] == [True] * 4
+    for lang in ("en", "zh"):
+        with i18n.speaking(lang):
+            for english, chinese in zip(made["en"], made["zh"]):
+                assert english.report() == chinese.report() and english.feedback() == chinese.feedback()
+            assert (render(NotebookResult("mixed", tuple(made["en"]), lang))
+                    == render(NotebookResult("mixed", tuple(made["zh"]), lang)))
+    with i18n.speaking("zh"):
+        said = [r.report() for r in made["en"]]
+    english_words = re.compile(r"\b(?:the|your|expected|should|differs|matches|output|diagnosis)\b", re.IGNORECASE)
+    for report in said:
+        for text in [report["feedback"], report["verdict"], *(c["message"] for c in report["checks"] if c["message"]),
+                     *(c["name"] for c in report["checks"])]:
+            ours = re.sub(r"RuntimeError[：:].*", "", text)  # what PyTorch said to the learner's code stays its own
+            assert not english_words.search(ours.replace("`", " ")), text

@@ -583,7 +583,11 @@ def count_diagnosis(got: object, expected: int, terms: Mapping[str, int]) -> str
         names = [name for name, value in terms.items() if value and abs(diff) == c * value]
         if names:
             times = "" if c == 1 else f"{c} × "
-            which = _(" or ").join(f"{times}{name} (= {terms[name]})" for name in names)
+            terms_said = [_("{times}{name} (= {value})").format(times=times, name=name, value=terms[name])
+                          for name in names]
+            which = terms_said[0]
+            for other in terms_said[1:]:
+                which = _("{one} or {other}").format(one=which, other=other)
             if diff < 0:
                 return _("your count is short by exactly {which}: a term of that size is missing.").format(which=which)
             return _("your count is over by exactly {which}: a term of that size is counted too often or is "

@@ -3,28 +3,30 @@
 Shared by the checker (``utils.grading``) and the grader's proxies for the learner's objects (``utils.engine.remote``),
 so that neither imports the other at load time. Graders import these names from ``utils.grading``.
 
-A Mistake's texts are the catalogue's English (its name is also an identifier: results and tests compare it); they
-are translated when shown (`Mistake.describe`), in the language the learner reads (`utils.i18n`, see `_`).
+A Mistake's texts are the catalogue's English (its name is also an identifier: results and tests compare it). What
+this module and `utils.diagnose` say is words to be said later (`utils.results.Message`, see `_`): put into the
+reader's language when a result is shown, not when it is made.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-#: What puts a message into the learner's language: `utils.i18n._`, which `utils.grading` installs when it loads
+#: What makes a message words to be said later: `utils.results.later`, which `utils.grading` installs when it loads
 #: (`translate_with`). This module imports nothing of utils, so that the learner's worker and the grading engine
 #: stay a few levels above it (tests/test_architecture.py); until then a message is its English.
-_TRANSLATE: list[Callable[[str], str]] = [lambda message: message]
+_TRANSLATE: list[Callable[[str], Any]] = [lambda message: message]
 
 
-def translate_with(translate: Callable[[str], str]) -> None:
-    """Translate this module's messages, and `utils.diagnose`'s, with `translate` (`utils.i18n._`)."""
+def translate_with(translate: Callable[[str], Any]) -> None:
+    """Word this module's messages, and `utils.diagnose`'s, with `translate` (`utils.results.later`)."""
     _TRANSLATE[0] = translate
 
 
-def _(message: str) -> str:
-    """`message` in the learner's language (see `translate_with`); a call that marks it for the catalogue."""
+def _(message: str) -> Any:
+    """`message` to be said in the reader's language (see `translate_with`); a call that marks it for the catalogue."""
     return _TRANSLATE[0](message)
 
 
@@ -42,21 +44,21 @@ class Mistake:
     section: str
     words: tuple[str, str, tuple[tuple[str, str], ...]] | None = field(default=None, compare=False, repr=False)
 
-    def title(self) -> str:
+    def title(self) -> Any:
         """The mistake's name as the learner reads it."""
         if self.words is None:
             return _(self.name)
         name, _explanation, values = self.words
         return _(name).format(**{k: _(v) for k, v in values})
 
-    def reason(self) -> str:
+    def reason(self) -> Any:
         """Why it is wrong, as the learner reads it."""
         if self.words is None:
             return _(self.explanation)
         _name, explanation, values = self.words
         return _(explanation).format(**{k: _(v) for k, v in values})
 
-    def describe(self) -> str:
+    def describe(self) -> Any:
         """One sentence for the learner naming the mistake and the section to reread. A mistake named in the
         learner's kernel (`utils.visible`) has no explanation there: the catalogue's explanations stay the grader's."""
         if not self.explanation and self.words is None:
@@ -74,11 +76,11 @@ class CheckFailure(AssertionError):
     finally reads is settled when the exercise is scored: a candidate that another comparison of the exercise
     offered and the answer did not reproduce is dropped (see `Checker.settle`). `wrong_values` marks a comparison
     that found wrong entries (a count of them, not a property that failed), `varies` an answer that changed between
-    two identical calls. The message and the diagnosis are already in the learner's language.
+    two identical calls. The message and the diagnosis are words to be said (a `Message`, or text).
     """
 
-    def __init__(self, message: str, mistake: Mistake | None = None, *,
-                 candidates: tuple[Mistake, ...] | None = None, diagnosis: str | None = None,
+    def __init__(self, message: Any, mistake: Mistake | None = None, *,
+                 candidates: tuple[Mistake, ...] | None = None, diagnosis: Any = None,
                  wrong_values: bool = False, varies: bool = False) -> None:
         self.detail = message  # what was wrong, without the mistake's explanation
         self.candidates = tuple(candidates) if candidates is not None else ((mistake,) if mistake else ())
@@ -89,12 +91,12 @@ class CheckFailure(AssertionError):
         super().__init__(explained(message, self.mistake, diagnosis))
 
 
-def diagnosed(diagnosis: str) -> str:
+def diagnosed(diagnosis: Any) -> Any:
     """The generic diagnosis as the verdict says it: 'Diagnosis: ...'."""
     return _("Diagnosis: {diagnosis}").format(diagnosis=diagnosis)
 
 
-def explained(detail: str, mistake: Mistake | None, diagnosis: str | None) -> str:
+def explained(detail: Any, mistake: Mistake | None, diagnosis: Any) -> Any:
     """A failure's message: what was wrong, then the known mistake it matches or else the generic diagnosis."""
     if mistake is not None:
         return _("{detail} {verdict}").format(detail=detail, verdict=mistake.describe())

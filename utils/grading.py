@@ -48,9 +48,9 @@ from .diagnose import diagnose
 from .failures import CheckFailure, CheckTimeout, Mistake, diagnosed, explained, translate_with
 from .i18n import N_, _, set_language  # noqa: F401 - set_language: the notebooks' setup cells import it from here
 from .notebooks import GRADER_ENV, grader_dir  # noqa: F401 - where the hidden tests are (no torch there)
-from .results import LEAD_CHECKS, CheckOutcome, ExerciseResult, Message, Where, kind
+from .results import LEAD_CHECKS, CheckOutcome, ExerciseResult, Message, Where, Words, kind, later
 
-translate_with(_)  # the mistakes' and diagnoses' words, in the language the learner reads
+translate_with(later)  # the mistakes' and diagnoses' words, said in the reader's language when shown
 
 #: Default tolerance for comparing float32 tensors, stated once for the whole course.
 TOLERANCE: dict[str, float] = {"rtol": 1e-4, "atol": 1e-5}
@@ -79,11 +79,11 @@ OUTPUT = N_("output")
 class CheckResult:
     """The outcome of one named check."""
 
-    name: str
+    name: Words
     weight: float
     hidden: bool
     passed: bool = False
-    message: str = ""
+    message: Words = ""
     mistake: Mistake | None = None
     failure: CheckFailure | None = None  # a failed comparison, whose name is settled when the exercise is scored
 
@@ -134,7 +134,7 @@ def _time_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def _undefined_because(name: str | None) -> str | None:
+def _undefined_because(name: str | None) -> Message | None:
     """In a live kernel: why `name` is undefined when the cell that defines it does not compile (a SyntaxError
     would otherwise surface here as a bare NameError), with the line to fix. None when that is not the reason."""
     if not name:
@@ -154,10 +154,10 @@ def _undefined_because(name: str | None) -> str | None:
                 compile(source, "<cell>", "exec")
             except SyntaxError as exc:  # IndentationError and TabError too
                 if exc.text and exc.text.strip():
-                    return _("`{name}` is not defined because its cell has a {error} on line {line}: `{code}` ({why}) "
+                    return later("`{name}` is not defined because its cell has a {error} on line {line}: `{code}` ({why}) "
                              "— fix it and run that cell again, then this one.").format(
                         name=name, error=type(exc).__name__, line=exc.lineno, code=exc.text.strip(), why=exc.msg)
-                return _("`{name}` is not defined because its cell has a {error} on line {line} ({why}) — fix it and "
+                return later("`{name}` is not defined because its cell has a {error} on line {line} ({why}) — fix it and "
                          "run that cell again, then this one.").format(
                     name=name, error=type(exc).__name__, line=exc.lineno, why=exc.msg)
             return None  # the latest cell that defines it compiles: some other reason
@@ -178,7 +178,7 @@ def failure_signature(exc: BaseException) -> tuple[str, tuple[str, ...]] | None:
     return (kind, numbers) if numbers else None
 
 
-def _where(exc: BaseException) -> str:
+def _where(exc: BaseException) -> Words:
     """The learner's line that raised `exc`, as ' (in f, line N: `code`)', or '' when it is not theirs."""
     reported = getattr(exc, "learner_where", None)  # raised in the learner's process, located there
     if isinstance(reported, Where):
@@ -303,7 +303,7 @@ class Checker:
     def __call__(self, name: str, weight: float = 1.0) -> Iterator[None]:
         """Run the body as one check named `name`; any exception fails this check only. The name is shown in the
         learner's language (a grader's label is in the catalogue)."""
-        result = CheckResult(name=_(name), weight=weight, hidden=self._hidden)
+        result = CheckResult(name=later(name), weight=weight, hidden=self._hidden)
         self._pending = None
         self._closes = 0
         failed_with: BaseException | None = None  # what failed the check, for `utils.visible` to recognise
@@ -320,38 +320,39 @@ class Checker:
                         raise self._pending
             result.passed = True
             if caught:
-                result.message = _("passed, with a warning worth reading: {warning}").format(warning=caught[0].message)
+                result.message = later("passed, with a warning worth reading: {warning}").format(warning=caught[0].message)
         except NotImplementedError as exc:
             self.not_implemented = True
-            result.message = (_("not implemented yet: {detail} — replace `raise NotImplementedError()` with your "
+            result.message = (later("not implemented yet: {detail} — replace `raise NotImplementedError()` with your "
                                 "code.").format(detail=exc) if str(exc) else
-                              _("not implemented yet — replace `raise NotImplementedError()` with your code."))
+                              later("not implemented yet — replace `raise NotImplementedError()` with your code."))
         except CheckFailure as exc:
             failed_with = exc
             result.failure = exc
             result.mistake = exc.mistake
-            result.message = str(exc)  # provisional: `settle` words it once the whole exercise has run
+            result.message = explained(exc.detail, exc.mistake, exc.diagnosis)  # provisional: see `settle`
         except CheckTimeout:
             self._timed_out = True
-            result.message = _("stopped after {seconds} s — is there a loop that never ends, or a Python loop over "
+            result.message = later("stopped after {seconds} s — is there a loop that never ends, or a Python loop over "
                                "every element where a tensor operation would do?").format(seconds=f"{limit:g}")
         except AssertionError as exc:
             failed_with = exc
-            result.message = (_("assertion failed: {message}{where}").format(message=exc, where=_where(exc)) if str(exc)
-                              else _("assertion failed{where}").format(where=_where(exc)))
+            result.message = (later("assertion failed: {message}{where}").format(message=exc, where=_where(exc)) if str(exc)
+                              else later("assertion failed{where}").format(where=_where(exc)))
         except MemoryError as exc:
-            result.message = _("ran out of memory{where} — is something of size L×L×L being built?").format(
+            result.message = later("ran out of memory{where} — is something of size L×L×L being built?").format(
                 where=_where(exc))
         except NameError as exc:
-            result.message = str(exc) if "`" in str(exc) else (
+            said = exc.args[0] if len(exc.args) == 1 and isinstance(exc.args[0], Message) else None
+            result.message = said or (str(exc) if "`" in str(exc) else None) or (
                 _undefined_because(getattr(exc, "name", None))
-                or _("your code raised {error}: {message}{where}").format(error="NameError", message=exc,
+                or later("your code raised {error}: {message}{where}").format(error="NameError", message=exc,
                                                                          where=_where(exc)))
         except Exception as exc:  # noqa: BLE001 - a learner's exception costs this check only
             failed_with = exc
             kind = getattr(exc, "learner_type", type(exc).__name__)
             text = str(exc).removeprefix(f"{kind}: ")
-            result.message = _("your code raised {error}: {message}{where}").format(error=kind, message=text,
+            result.message = later("your code raised {error}: {message}{where}").format(error=kind, message=text,
                                                                                    where=_where(exc))
         finally:
             self._pending = None
@@ -429,14 +430,14 @@ class Checker:
         wrong answer. `what` is shown in the learner's language (a grader's is in the catalogue).
         """
         tol = {**TOLERANCE, **tolerance}
-        what = _(what)
+        what = later(what)
         comparison = self._closes  # this comparison's place in the running check (utils.visible keys it so)
         self._closes += 1
         if isinstance(actual, tuple) and len(actual) == 2 and isinstance(actual[0], torch.Tensor):
-            raise CheckFailure(_("{what} should be a single tensor, got a tuple of two — return only the "
+            raise CheckFailure(later("{what} should be a single tensor, got a tuple of two — return only the "
                                  "{what}.").format(what=what))
         if not isinstance(actual, torch.Tensor):
-            raise CheckFailure(_("{what} should be a torch.Tensor, got {type}.").format(what=what,
+            raise CheckFailure(later("{what} should be a torch.Tensor, got {type}.").format(what=what,
                                                                                          type=type_name(actual)))
         returned, actual = actual, actual.detach()
         if mistakes is None and not self._hidden:  # a visible check: what the catalogue's mistakes give here
@@ -460,35 +461,35 @@ class Checker:
                                varies=bool(varied))
 
         if actual.shape != expected.shape:
-            fail(_("{what} has shape {got}, expected {want}.").format(what=what, got=tuple(actual.shape),
+            fail(later("{what} has shape {got}, expected {want}.").format(what=what, got=tuple(actual.shape),
                                                                       want=tuple(expected.shape)))
         if actual.dtype != expected.dtype:
-            fail(_("{what} has dtype {got}, expected {want}.").format(what=what, got=actual.dtype, want=expected.dtype))
+            fail(later("{what} has dtype {got}, expected {want}.").format(what=what, got=actual.dtype, want=expected.dtype))
         bad_nan = torch.isnan(actual) & ~torch.isnan(expected)
         if bad_nan.any():
-            fail(_("{what} contains NaN in {n} of {total} entries (inf − inf or 0/0 somewhere: an overflow, or a row "
+            fail(later("{what} contains NaN in {n} of {total} entries (inf − inf or 0/0 somewhere: an overflow, or a row "
                    "with nothing to attend to?).").format(what=what, n=int(bad_nan.sum()), total=actual.numel()))
         ok = torch.isclose(actual, expected, rtol=tol["rtol"], atol=tol["atol"], equal_nan=True)
         if not bool(ok.all()):
             diff = (actual.double() - expected.double()).abs().nan_to_num(nan=math.inf)  # .double(): bool masks too
             values = dict(what=what, n=int((~ok).sum()), total=ok.numel(), largest=f"{float(diff.max()):.3g}")
             if not self._hidden and expected.numel() <= 16:
-                message = _("{what} differs from the expected values in {n} of {total} entries (largest difference "
+                message = later("{what} differs from the expected values in {n} of {total} entries (largest difference "
                             "{largest}). Got {got}, expected {want}.").format(**values, got=_fmt(actual),
                                                                                 want=_fmt(expected))
             else:
-                message = _("{what} differs from the expected values in {n} of {total} entries (largest difference "
+                message = later("{what} differs from the expected values in {n} of {total} entries (largest difference "
                             "{largest}).").format(**values)
             fail(message, wrong_values=True)
 
     def shape(self, actual: Any, expected: tuple[int, ...], what: str = OUTPUT) -> None:
         """Fail unless `actual` is a tensor of shape `expected`."""
-        what = _(what)
+        what = later(what)
         if not isinstance(actual, torch.Tensor):
-            raise CheckFailure(_("{what} should be a torch.Tensor, got {type}.").format(what=what,
+            raise CheckFailure(later("{what} should be a torch.Tensor, got {type}.").format(what=what,
                                                                                          type=type_name(actual)))
         if tuple(actual.shape) != tuple(expected):
-            raise CheckFailure(_("{what} has shape {got}, expected {want}.").format(what=what, got=tuple(actual.shape),
+            raise CheckFailure(later("{what} has shape {got}, expected {want}.").format(what=what, got=tuple(actual.shape),
                                                                                     want=tuple(expected)))
 
     def batched(self, fn: Callable[..., Any], args: tuple[Any, ...], batched: tuple[bool, ...], lead: int,
@@ -509,14 +510,14 @@ class Checker:
         except Exception as exc:  # noqa: BLE001 - asked again one example at a time below
             if _right_one_at_a_time(fn, args, batched, lead, expected, tol):
                 kind = getattr(exc, "learner_type", type(exc).__name__)
-                raise CheckFailure(_("{what} raised {error} with {lead} leading batch dim(s), although each example "
-                                     "alone is right.").format(what=_(what), error=kind, lead=lead), mistake) from None
+                raise CheckFailure(later("{what} raised {error} with {lead} leading batch dim(s), although each example "
+                                     "alone is right.").format(what=later(what), error=kind, lead=lead), mistake) from None
             raise
         right = (isinstance(out, torch.Tensor) and out.shape == expected.shape and out.dtype == expected.dtype
                  and bool(torch.isclose(out.detach(), expected, rtol=tol["rtol"], atol=tol["atol"]).all()))
         if not right and _right_one_at_a_time(fn, args, batched, lead, expected, tol):
-            raise CheckFailure(_("{what} is wrong with {lead} leading batch dim(s), although each example alone is "
-                                 "right.").format(what=_(what), lead=lead), mistake)
+            raise CheckFailure(later("{what} is wrong with {lead} leading batch dim(s), although each example alone is "
+                                 "right.").format(what=later(what), lead=lead), mistake)
         self.close(out, expected, what, mistakes, **tolerance)
         return out
 
@@ -547,18 +548,18 @@ class Checker:
 
         ref_outs, _unused, ref_grads = run(reference)
         outs, live, grads = run(fn)
-        what = _(what)
+        what = later(what)
         if not outs:
-            raise CheckFailure(_("{what} returned no floating-point tensor to take a gradient through.").format(
+            raise CheckFailure(later("{what} returned no floating-point tensor to take a gradient through.").format(
                 what=what))
         if not live:
-            raise CheckFailure(_("no gradient reaches any input of {what}: its output does not require grad, so it is "
+            raise CheckFailure(later("no gradient reaches any input of {what}: its output does not require grad, so it is "
                                  "cut off from autograd's graph: look for a .detach(), .data, a torch.no_grad() block, "
                                  "or a trip through numpy, .item() or .tolist() on the way.").format(what=what))
         names = list(inputs)
         for name, grad, ref in zip(names, grads, ref_grads):
             if ref is not None and bool(ref.abs().sum() > 0) and (grad is None or not bool(grad.abs().sum() > 0)):
-                raise CheckFailure(_("no gradient reaches {name} through {what}, although the output depends on it: "
+                raise CheckFailure(later("no gradient reaches {name} through {what}, although the output depends on it: "
                                      "the path from {name} is cut off from autograd's graph: look for a .detach(), "
                                      ".data, a torch.no_grad() block, or a trip through numpy, .item() or .tolist() on "
                                      "the way.").format(name=name, what=what))
@@ -570,7 +571,7 @@ class Checker:
         for name, grad, ref in zip(names, grads, ref_grads):
             if ref is not None and grad is not None and not bool(
                     torch.isclose(grad, ref, rtol=tol["rtol"] * 10, atol=tol["atol"] * 10, equal_nan=True).all()):
-                raise CheckFailure(_("the gradient with respect to {name} through {what} differs from autograd's "
+                raise CheckFailure(later("the gradient with respect to {name} through {what} differs from autograd's "
                                      "through the reference, although the output is right: a step autograd cannot "
                                      "follow (an in-place edit, a value detached in part, or a custom "
                                      "backward).").format(name=name, what=what))
@@ -588,12 +589,12 @@ class Checker:
         if offered:
             self._evidence.append((frozenset(offered), frozenset(matched)))
         if not _same_value(actual, expected):
-            raise CheckFailure(_(message), candidates=matched, diagnosis=_(diagnosis) if diagnosis else diagnosis)
+            raise CheckFailure(later(message), candidates=matched, diagnosis=later(diagnosis) if diagnosis else diagnosis)
 
     def true(self, condition: Any, message: str, mistake: Mistake | None = None, diagnosis: str | None = None) -> None:
         """Fail with `message` (naming `mistake`, if given, else the generic `diagnosis`) unless `condition` holds."""
         if not bool(condition):
-            raise CheckFailure(_(message), mistake, diagnosis=_(diagnosis) if diagnosis else diagnosis)
+            raise CheckFailure(later(message), mistake, diagnosis=later(diagnosis) if diagnosis else diagnosis)
 
     # -- the result ----------------------------------------------------------------------
     def settle(self) -> None:
@@ -613,7 +614,7 @@ class Checker:
             r.mistake = next((m for m in exc.candidates if m not in refuted), None)
             if r.mistake is not None and r.mistake in named:
                 # Explained once per exercise: the feedback should read as advice, not as a wall of repeats.
-                r.message = _("{detail} (the same known mistake, {name})").format(detail=exc.detail,
+                r.message = later("{detail} (the same known mistake, {name})").format(detail=exc.detail,
                                                                                   name=r.mistake.title())
             else:
                 r.message = explained(exc.detail, r.mistake, exc.diagnosis)
@@ -671,18 +672,18 @@ def _same_value(a: Any, b: Any) -> bool:
         return False
 
 
-def _diagnosis_of(r: CheckResult) -> str | None:
+def _diagnosis_of(r: CheckResult) -> Words | None:
     return None if r.passed or r.failure is None or r.mistake is not None else r.failure.diagnosis
 
 
-def _cause(results: list[CheckResult]) -> Mistake | str | None:
+def _cause(results: list[CheckResult]) -> Mistake | Words | None:
     """The likely cause of an exercise's failures: the settled catalogued mistake, else the generic diagnosis that the
     most failed checks share, else None."""
     failed = [r for r in results if not r.passed]
     named = next((r.mistake for r in failed if r.mistake is not None), None)
     if named is not None:
         return named
-    counts: dict[str, int] = {}
+    counts: dict[Words, int] = {}
     for r in failed:
         d = _diagnosis_of(r)
         if d:
@@ -694,14 +695,14 @@ def _cause(results: list[CheckResult]) -> Mistake | str | None:
                  and (r.failure.varies or kind(_diagnosis_of(r)) == VARIES)), best)
 
 
-def _said(cause: Mistake | str | None) -> str | None:
+def _said(cause: Mistake | Words | None) -> Words | None:
     """The verdict as the learner reads it: the mistake described, or 'Diagnosis: ...'."""
     if cause is None:
         return None
     return cause.describe() if isinstance(cause, Mistake) else diagnosed(cause)
 
 
-def _verdict(results: list[CheckResult]) -> tuple[str | None, list[int]]:
+def _verdict(results: list[CheckResult]) -> tuple[Words | None, list[int]]:
     """The likely cause of an exercise's failures, and the indices of the (at most LEAD_CHECKS) checks that show it.
 
     The verdict is the settled catalogued mistake (named with the section that explains it), else the generic
@@ -725,7 +726,7 @@ def _verdict(results: list[CheckResult]) -> tuple[str | None, list[int]]:
     return _said(cause), order[:LEAD_CHECKS]
 
 
-def _line(r: CheckResult, cause: Mistake | str | None) -> str:
+def _line(r: CheckResult, cause: Mistake | Words | None) -> Words:
     """A failed check's message under the verdict: what was wrong, without repeating the verdict's explanation."""
     exc = r.failure
     if exc is None:
@@ -884,8 +885,8 @@ def peak_memory(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any,
 def expect_pair(result: Any, what: str = N_("it")) -> tuple[Any, Any]:
     """`result` as (output, weights), or a CheckFailure saying that `what` should return such a tuple."""
     if not (isinstance(result, tuple) and len(result) == 2):
-        raise CheckFailure(_("{what} should return a tuple (output, weights), got {type}.").format(
-            what=_(what), type=type(result).__name__))
+        raise CheckFailure(later("{what} should return a tuple (output, weights), got {type}.").format(
+            what=later(what), type=type(result).__name__))
     return result
 
 
@@ -896,16 +897,16 @@ def load_weights(module: Any, params: Mapping[str, torch.Tensor], needs: str) ->
     learner's language: a grader marks it for the catalogue).
     """
     if not isinstance(module, torch.nn.Module):
-        raise CheckFailure(_("{type} should be an nn.Module (subclass torch.nn.Module).").format(
+        raise CheckFailure(later("{type} should be an nn.Module (subclass torch.nn.Module).").format(
             type=type_name(module)))
     own = {name: tuple(p.shape) for name, p in module.named_parameters()}
     missing = sorted(set(params) - set(own))
     if missing:
-        raise CheckFailure(_("the module has no parameter(s) {missing}: it needs {needs}.").format(missing=missing,
-                                                                                               needs=_(needs)))
+        raise CheckFailure(later("the module has no parameter(s) {missing}: it needs {needs}.").format(missing=missing,
+                                                                                               needs=later(needs)))
     for name, tensor in params.items():
         if own[name] != tuple(tensor.shape):
-            raise CheckFailure(_("{what} has shape {got}, expected {want}.").format(what=name, got=own[name],
+            raise CheckFailure(later("{what} has shape {got}, expected {want}.").format(what=name, got=own[name],
                                                                                     want=tuple(tensor.shape)))
     # load_state_dict works the same on a module here and on one in the learner's process while grading.
     module.load_state_dict(dict(params), strict=False)

@@ -343,7 +343,8 @@ def language_of(nb: NotebookNode) -> str:
 
 
 # -- the catalogue of utils' and the graders' messages (gettext, through Babel) -----------------------------------
-#: Where messages are found: calls of `_` (and `N_`, a mark that translates later) everywhere; in the graders also
+#: Where messages are found: calls of `_` (and `N_`, a mark that translates later, and `utils.results.later`, whose
+#: Message is put into words when shown) everywhere; in the graders also
 #: the catalogue's Mistake(name, explanation, section) and the strings given to a check (its label, the `what` of
 #: a comparison), which the checker translates when it shows them.
 CATALOGUED = ("utils", "grader")
@@ -371,7 +372,7 @@ def extract(root: Path = nbs.ROOT) -> dict[str, list[tuple[str, int]]]:
                     continue
                 func = node.func
                 name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-                if name in ("_", "N_") and node.args:
+                if name in ("_", "N_", "later") and node.args:
                     add(_string(node.args[0]), rel, node.lineno)
                 elif grader and name == "Mistake":
                     for arg in [*node.args, *(k.value for k in node.keywords)]:

@@ -2,8 +2,9 @@
 
 A `Checker` (in the learner's kernel, or in the grader) and the grading engine produce an `ExerciseResult`: the
 score, each check with what it found, the catalogued mistake it names, the verdict and the checks that show it.
-What the engine itself has to say (a time-out, a crash, a name that is not defined) is a `Message`: a catalogue
-template and the values that fill it, put into words in the reader's language when it is shown. Three renderers
+Every word in it is a `Message`: a catalogue template and the values that fill it, put into words in the reader's
+language when it is shown, never before. The checker and the graders write `_("…{n}…").format(n=3)` with `_` =
+`later` (as Django's `gettext_lazy`), so a result graded in one language is shown in another as it should be. Three renderers
 turn a result into words: the table under a test cell and in the feedback HTML (`utils.grading.report_html`), the
 terminal (`utils.engine.checking.render`) and `attn check --json` (`NotebookResult.to_json`). Nothing reshapes a
 result on its way: the notebook's stored report (`ExerciseResult.report`) and the JSON are views of the same object.
@@ -14,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .speech import _, speaking
+from .speech import N_, _, speaking
 
 Words = Any  # a str (already in the reader's language) or a Message (put into words when shown)
 
@@ -29,19 +30,45 @@ class Message:
 
     @classmethod
     def of(cls, template: str, **values: Any) -> Message:
-        return cls(template, tuple(values.items()))
+        return cls(template, _frozen(values))
+
+    def format(self, **values: Any) -> Message:
+        """The template's placeholders filled, as `str.format` fills them (`later("{n} checks").format(n=3)`): a
+        Message still, put into words when shown."""
+        return Message(self.template, self.values + _frozen(values))
 
     def __str__(self) -> str:
         return self.render()
 
     def render(self) -> str:
         """The message in the language now spoken (`utils.i18n.speaking`)."""
+        if not self.values:  # nothing to fill: a brace in it is just a brace
+            return _(self.template)
         return _(self.template).format(**{k: say(v) for k, v in self.values})
 
     @property
     def kind(self) -> str:
         """What kind of message it is, whatever the values: its template (tests and measurements compare it)."""
         return self.template
+
+
+def later(words: Words) -> Message:
+    """`_` said later: the catalogue template `words` as a Message (a Message stays as it is), put into the reader's
+    language when it is shown. Call it `_` where a module's words are all said later (the graders'): gettext's tools
+    find `_("…")`."""
+    return words if isinstance(words, Message) else Message(str(words))
+
+
+def _frozen(values: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """A Message's values, fixed when it is made: numbers, text and Messages as they are, anything else (a shape, a
+    dtype, an exception) as its text, so that a result holds no tensor or traceback and says the same thing later."""
+    def frozen(value: Any) -> Any:
+        if value is None or isinstance(value, (Message, str, int, float)):
+            return value
+        if isinstance(value, BaseException) and len(value.args) == 1 and isinstance(value.args[0], Message):
+            return value.args[0]  # a CheckFailure, a grader's NameError: its words, still to be said
+        return str(value)
+    return tuple((k, frozen(v)) for k, v in values.items())
 
 
 def say(words: Words) -> str:
@@ -72,12 +99,12 @@ class Where:
         return cls(value["function"][:200], line if type(line) is int else None,
                    code[:200] if isinstance(code, str) and code else None)
 
-    def said(self) -> str:
-        """' (in f, line N: `code`)' in the language now spoken."""
+    def said(self) -> Message:
+        """' (in f, line N: `code`)', to be said in the reader's language."""
         if self.code is None:
-            return _(" (in {function}, line {line})").format(function=self.function, line=self.line)
-        return _(" (in {function}, line {line}: `{code}`)").format(function=self.function, line=self.line,
-                                                                 code=self.code)
+            return Message.of(N_(" (in {function}, line {line})"), function=self.function, line=self.line)
+        return Message.of(N_(" (in {function}, line {line}: `{code}`)"), function=self.function, line=self.line,
+                          code=self.code)
 
 
 @dataclass(frozen=True)
