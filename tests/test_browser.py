@@ -402,7 +402,10 @@ def test_learner_and_instructor_in_the_browser(lab, browser):
     # A page's script refused by a Content-Security-Policy (Formgrader's, utils/formgrader_csp.py) is reported there.
     bad = [line for line in log.splitlines()
            if "Traceback" in line or re.match(r"\[(C|E) ", line) or "Content security violation" in line]
-    assert not bad, "server log:\n" + log[-5000:]
+    if bad:  # the lines around the first one: its traceback, not only the log's tail
+        lines = log.splitlines()
+        first = lines.index(bad[0])
+        raise AssertionError("server log, around its first error:\n" + "\n".join(lines[max(0, first - 5):first + 40]))
 
 
 def test_validate_gives_a_finished_translator_its_verdict_quickly(lab, browser):
