@@ -35,6 +35,32 @@ if sys.platform == "win32":
                       "test_hub.py", "test_stored_outputs.py", "test_i18n.py", "test_under_load.py"]
 
 
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of the children it has waited for (a kernel, a grading worker, a command)."""
+    import resource
+
+    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                   resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """With $ATTN_CPU_PROFILE=FILE, each test's CPU and wall seconds are appended to FILE (JSON lines) for
+    `tests/cpu_profile.py`: the suite's budget is wall time on two cores, and a machine whose two cores are one core's
+    two hardware threads has about one core's CPU to spend."""
+    path = os.environ.get("ATTN_CPU_PROFILE")
+    if not path or sys.platform == "win32":
+        yield
+        return
+    import time
+
+    cpu, wall = _cpu_seconds(), time.monotonic()
+    yield
+    line = {"test": item.nodeid, "cpu": round(_cpu_seconds() - cpu, 3), "wall": round(time.monotonic() - wall, 3)}
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(line) + "\n")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # Jupyter, IPython and matplotlib write state under $HOME: keep the tests off the user's.
     home = Path(config.rootpath) / ".pytest_cache" / "home"
