@@ -7,7 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from utils.grading import Mistake, expect_pair, identify, standing_in
+from utils.grading import HALF_TOLERANCE, KEPT_DTYPES, Mistake, expect_pair, identify, standing_in
 from utils.i18n import N_
 from utils.results import later as _  # words said in the reader's language when shown
 
@@ -261,6 +261,13 @@ def test_softmax(check, refs, softmax):
         check.shape(out, (3, 2000), "softmax(x)")
         check.close(out.sum(-1), torch.ones(3), "row sums", mistakes={NO_MAX: _naive_softmax(x).sum(-1)})
         check.true(bool((out >= 0).all()), "some weights are negative: exp is never negative")
+    with check("keeps x's dtype: float64 gives float64, float16 gives float16"):
+        x = torch.randn(4, 6) * 3
+        for dtype in KEPT_DTYPES:
+            with check.case():
+                xd = x.to(dtype)
+                check.close(softmax(xd), ref_softmax(xd.double()).to(dtype),
+                            _("softmax(x) for x of dtype {dtype}").format(dtype=dtype), **HALF_TOLERANCE)
     with check("returns the softmax and leaves its input unchanged (no in-place edits)", weight=0.5):
         x = torch.randn(3, 5)
         before = x.clone()
@@ -301,6 +308,15 @@ def _test_attention_pool(check, refs, attention_pool):
         check.true(bool((w >= 0).all()), "some weights are negative: weights must come out of a softmax",
                    SCORES if torch.allclose(w, k @ q) else None)
         check.close(w.sum(), torch.tensor(1.0), "sum of the weights", atol=1e-4)
+    with check("keeps the inputs' dtype: float64 gives float64, float16 gives float16"):
+        q, k, v = torch.randn(6), torch.randn(9, 6), torch.randn(9, 4)
+        for dtype in KEPT_DTYPES:
+            with check.case():
+                out, w = expect_pair(attention_pool(q.to(dtype), k.to(dtype), v.to(dtype)), "attention_pool")
+                want_out, want_w = ref_attention_pool(q.double(), k.double(), v.double())
+                what = _("{what} for inputs of dtype {dtype}")
+                check.close(w, want_w.to(dtype), what.format(what=_("weights"), dtype=dtype), **HALF_TOLERANCE)
+                check.close(out, want_out.to(dtype), what.format(what=_("output"), dtype=dtype), **HALF_TOLERANCE)
     with check("the output is a blend of the values: every coordinate lies between the values' min and max"):
         q, k, v = torch.randn(5), torch.randn(30, 5), torch.randn(30, 9) + 3
         out, w = expect_pair(attention_pool(q, k, v), "attention_pool")
@@ -337,6 +353,13 @@ def test_additive_scores(check, refs, additive_scores):
         named = MISSING_TANH if same and tuple(s1.shape) == (6,) else None
         check.true(not same, "two different queries give identical attention weights: the query's contribution is "
                    "the same for every key, so softmax cancels it.", named)
+    with check("keeps the inputs' dtype: float64 gives float64, float16 gives float16"):
+        args = [torch.randn(3), torch.randn(8, 4), torch.randn(5, 3), torch.randn(5, 4), torch.randn(5)]
+        for dtype in KEPT_DTYPES:
+            with check.case():
+                check.close(additive_scores(*(a.to(dtype) for a in args)),
+                            ref_additive_scores(*(a.double() for a in args)).to(dtype),
+                            _("scores for inputs of dtype {dtype}").format(dtype=dtype), **HALF_TOLERANCE)
     with check("scores are bounded by sum(|w_v|), however large the inputs"):
         args = [torch.randn(3) * 100, torch.randn(20, 4) * 100, torch.randn(6, 3), torch.randn(6, 4), torch.randn(6)]
         out = additive_scores(*args)

@@ -9,7 +9,17 @@ import torch.nn.functional as F
 from torch import nn
 
 from utils.attention_variants import PASSED_IN_PLACE_OF, attention, passed_in_place_of
-from utils.grading import CheckFailure, CheckTimeout, LocalPart, Mistake, expect_pair, load_weights, standing_in
+from utils.grading import (
+    HALF_TOLERANCE,
+    KEPT_DTYPES,
+    CheckFailure,
+    CheckTimeout,
+    LocalPart,
+    Mistake,
+    expect_pair,
+    load_weights,
+    standing_in,
+)
 from utils.i18n import N_
 from utils.results import later as _  # words said in the reader's language when shown
 
@@ -352,6 +362,16 @@ def test_scaled_dot_product_attention(check, refs, scaled_dot_product_attention)
         check.gradients(lambda q, k, v: scaled_dot_product_attention(q, k, v, mask=g_mask.clone()),
                         {"q": torch.randn(2, 4, 8), "k": torch.randn(2, 6, 8), "v": torch.randn(2, 6, 5)},
                         lambda q, k, v: reference_sdpa(q, k, v, g_mask), "scaled_dot_product_attention")
+    with check("keeps the inputs' dtype: float64 gives float64, float16 gives float16 (output and weights)"):
+        q, k, v, m = torch.randn(2, 4, 8), torch.randn(2, 6, 8), torch.randn(2, 6, 5), _random_mask(None, 2, 4, 6)
+        for dtype in KEPT_DTYPES:
+            with check.case():
+                out, w = expect_pair(scaled_dot_product_attention(q.to(dtype), k.to(dtype), v.to(dtype), mask=m.clone()),
+                                     "scaled_dot_product_attention")
+                want_out, want_w = reference_sdpa(q.double(), k.double(), v.double(), m)
+                what = _("{what} for inputs of dtype {dtype}")
+                check.close(out, want_out.to(dtype), what.format(what=_("output"), dtype=dtype), **HALF_TOLERANCE)
+                check.close(w, want_w.to(dtype), what.format(what=_("weights"), dtype=dtype), **HALF_TOLERANCE)
     with check("leaves its inputs unchanged (no in-place edits of q, k, v or mask)", weight=0.5):
         q2, k2, v2 = torch.randn(2, 4, 8), torch.randn(2, 6, 8), torch.randn(2, 6, 5)
         m2 = _random_mask(None, 2, 4, 6)

@@ -7,7 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from utils.grading import CheckFailure, Mistake, identify, standing_in
+from utils.grading import HALF_TOLERANCE, CheckFailure, Mistake, identify, standing_in
 from utils.i18n import N_
 from utils.results import later as _  # words said in the reader's language when shown
 
@@ -392,6 +392,21 @@ def test_masked_softmax(check, refs, masked_softmax):
                     mistakes={NAN_ROWS: torch.softmax(s.masked_fill(~keys, float("-inf")), -1),
                               MINUS_1E9: torch.softmax(s.masked_fill(~keys, -1e9), -1),
                               AFTER_SOFTMAX: torch.softmax(s, -1).masked_fill(~keys, 0.0)})
+    with check("a row whose allowed scores are all far below zero (around -2000) still puts all its weight on them"):
+        g = torch.Generator().manual_seed(11)
+        m = torch.rand(4, 9, generator=g) > 0.5
+        m[:, 0] = True  # every row keeps an allowed key
+        s = torch.randn(4, 9, generator=g) - 2000.0
+        check.close(masked_softmax(s, m), ref_masked_softmax(s, m), "weights with every score near -2000",
+                    mistakes={AFTER_SOFTMAX: torch.softmax(s, dim=-1).masked_fill(~m, 0.0),
+                              MASK_NOT_APPLIED: torch.softmax(s, dim=-1)})
+    with check("float16 scores give float16 weights, right to float16's precision"):
+        g = torch.Generator().manual_seed(12)
+        s = torch.randn(3, 4, 8, generator=g) * 4
+        m = torch.rand(3, 4, 8, generator=g) > 0.3
+        m[..., 0] = True
+        check.close(masked_softmax(s.half(), m), ref_masked_softmax(s.double(), m).half(),
+                    "weights for float16 scores", **HALF_TOLERANCE)
     with check("keeps float64 and leaves the scores unchanged"):
         g = torch.Generator().manual_seed(10)
         s = torch.randn(5, 8, generator=g, dtype=torch.float64)

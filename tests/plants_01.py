@@ -81,6 +81,9 @@ DIAGNOSED = [
     # the exponentials taken in float64 "for stability", the result never cast back to x's dtype
     {"cell": "softmax", "old": "e = torch.exp(shifted)", "new": "e = torch.exp(shifted.double())",
      "exercise": "softmax", "diagnosis": "dtype is torch.float64, not torch.float32"},
+    # the exponentials cast to float32 "to be safe": right on float32 input, float32 out for float64 and float16
+    {"cell": "softmax", "old": "e = torch.exp(shifted)", "new": "e = torch.exp(shifted).float()",
+     "exercise": "softmax", "diagnosis": "dtype is torch.float32, not torch.float64"},
     # the weighted sum written as a mean over the keys: divided by n
     {"cell": "attention_pool", "old": "output = weights @ values", "new": "output = (weights[:, None] * values).mean(dim=0)",
      "exercise": "attention_pool", "diagnosis": "multiplied by 1/5"},

@@ -115,6 +115,11 @@ UNNAMED = [
     # key to every query; an all-NaN match names nothing.
     {"cell": "scaled_dot_product_attention", "old": 'scores = scores.masked_fill(~mask, float("-inf"))',
      "new": 'scores = scores + (~mask) * float("-inf")', "exercise": "scaled_dot_product_attention"},
+    # the forbidden scores taken from a float32 tensor of -inf: torch.where promotes float16 scores to float32, and
+    # the float32 weights then meet float16 values: the line and PyTorch's dtype error say it
+    {"cell": "scaled_dot_product_attention", "old": 'scores = scores.masked_fill(~mask, float("-inf"))',
+     "new": 'scores = torch.where(mask, scores, torch.full(scores.shape, float("-inf")))',
+     "exercise": "scaled_dot_product_attention", "feedback": "expected scalar type Float but found Half"},
     # the weights detached before they blend the values: the output is right, its gradient to q and k is not
     {"cell": "scaled_dot_product_attention", "old": "return weights @ v, weights",
      "new": "return weights.detach() @ v, weights", "exercise": "scaled_dot_product_attention",

@@ -108,6 +108,10 @@ DIAGNOSED = [
     {"cell": "masked_softmax", "old": "scores = scores.masked_fill(~mask, float(\"-inf\"))",
      "new": "scores = scores.double().masked_fill(~mask, float(\"-inf\"))",
      "exercise": "masked_softmax", "diagnosis": "dtype is torch.float64, not torch.float32"},
+    # the row maximum subtracted only where it is positive "to stop overflow": rows of scores far below zero underflow
+    {"cell": "masked_softmax", "old": "row_max = scores.amax(dim=-1, keepdim=True)",
+     "new": "row_max = scores.amax(dim=-1, keepdim=True).clamp(min=0)",
+     "exercise": "masked_softmax", "diagnosis": "all zeros where the expected row is not"},
     # the expand to (B, 1, Lq, Lk) left out: without causal the mask stays (B, 1, 1, Lk)
     {"cell": "build_attention_mask",
      "old": "    mask = mask.expand(-1, 1, Lq, Lk)  # (B, 1, Lq, Lk): the same keys for every query\n", "new": "",

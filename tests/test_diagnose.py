@@ -89,9 +89,24 @@ def test_constant_shift(x):
 
 def test_some_rows_wrong(x):
     wrong = x.clone()
-    wrong[..., -1, :] = 0.0
+    wrong[..., -1, :] += 1.0
     message = diagnose(wrong, x)
     assert "rows of your output are right" in message and "wrong" in message
+
+
+def test_rows_that_vanished_in_exp():
+    """A row maximum subtracted only where positive: rows of scores far below zero underflow to all zeros."""
+    scores = torch.randn(6, 9) - torch.tensor([[0.0], [0.0], [2000.0], [0.0], [3000.0], [0.0]])
+    expected = torch.softmax(scores, -1)
+    wrong = torch.exp(scores - scores.amax(-1, keepdim=True).clamp(min=0))
+    wrong = wrong / wrong.sum(-1, keepdim=True).clamp(min=1e-30)
+    message = diagnose(wrong, expected)
+    assert message.startswith("2 of 6 rows of your output are all zeros") and "indices 2, 4" in message, message
+    assert diagnose(expected * torch.tensor([[1.0]] * 5 + [[2.0]]), expected) is not None  # not all zeros: another
+    assert "all zeros" not in (diagnose(expected * 2, expected) or "")
+    eye, holed = torch.eye(6), torch.eye(6)
+    holed[1::2] = 0.0  # a rotation's odd rows lost: zero rows of a matrix that is no distribution, not an exp
+    assert "vanish in exp" not in (diagnose(holed, eye) or ""), diagnose(holed, eye)
 
 
 def test_wrong_dtype_right_values(x):

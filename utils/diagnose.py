@@ -67,7 +67,8 @@ def diagnose(actual: torch.Tensor, expected: torch.Tensor, *, rtol: float = 1e-4
     for test in (lambda: _transposed(ad, ed, close), lambda: _permuted(ad, ed, close), lambda: _scaled(ad, ed, close),
                  lambda: _shifted(ad, ed, close, atol), lambda: _log_or_exp(ad, ed, close),
                  lambda: _softmax_related(ad, ed, close), lambda: _normalised_elsewhere(ad, ed),
-                 lambda: _rows_scaled(ad, ed, close), lambda: _some_rows(ad, ed, rtol, atol)):
+                 lambda: _zero_rows(ad, ed, close), lambda: _rows_scaled(ad, ed, close),
+                 lambda: _some_rows(ad, ed, rtol, atol)):
         message = test()
         if message:
             return message
@@ -477,6 +478,27 @@ def _rows_scaled(ad, ed, close) -> str | None:
     return _("each row of your output is the expected row times a factor of its own (from {low} to {high}): a per-row "
              "normalisation — a division by the row's sum, as a softmax does — is missing, done twice, or taken over "
              "the wrong terms.").format(low=f"{float(factors.min()):.3g}", high=f"{float(factors.max()):.3g}")
+
+
+def _zero_rows(ad, ed, close) -> str | None:
+    """Rows that are exactly zero where the expected row is a distribution over several keys (a softmax's weights),
+    every other row right: nothing survived the row's exp (it underflowed: scores far below zero with no row maximum
+    subtracted) or its mask. Said only of such rows: a zero row of a matrix that is no distribution has other causes."""
+    if ed.ndim < 1 or ed.shape[-1] < 2:
+        return None
+    rows_a, rows_e = ad.reshape(-1, ed.shape[-1]), ed.reshape(-1, ed.shape[-1])
+    zero = (rows_a == 0).all(-1) & (rows_e != 0).any(-1)
+    if not bool(zero.any()) or not close(rows_a[~zero], rows_e[~zero]):
+        return None
+    lost = rows_e[zero]
+    if not (bool((lost >= 0).all()) and bool(((lost > 0).sum(-1) >= 2).all())
+            and bool(torch.isclose(lost.sum(-1), torch.ones(()).double(), atol=1e-3).all())):
+        return None
+    return _("{n} of {rows} rows of your output are all zeros where the expected row is not ({positions}): did every "
+             "entry of those rows vanish in exp? Scores far below zero (below about -100 in float32) give exp(score) "
+             "= 0 unless the row's own maximum is subtracted first (the maximum of that row's allowed scores, not 0, a "
+             "clamp or one maximum for the whole tensor); or were all their keys masked?").format(
+        n=int(zero.sum()), rows=zero.numel(), positions=_positions(zero))
 
 
 def _some_rows(ad, ed, rtol, atol) -> str | None:

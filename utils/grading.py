@@ -54,6 +54,10 @@ translate_with(later)  # the mistakes' and diagnoses' words, said in the reader'
 
 #: Default tolerance for comparing float32 tensors, stated once for the whole course.
 TOLERANCE: dict[str, float] = {"rtol": 1e-4, "atol": 1e-5}
+#: A correct answer keeps the floating dtype it is given (a float32 constant or buffer, a `.float()`, a trip through
+#: numpy does not): the dtypes graders try besides float32, and the tolerance float16's three significant digits allow.
+KEPT_DTYPES = (torch.float64, torch.float16)
+HALF_TOLERANCE: dict[str, float] = {"rtol": 1e-2, "atol": 2e-3}
 #: Seconds one check may run before it is stopped (catches infinite loops); $ATTN_CHECK_TIME_LIMIT overrides.
 CHECK_TIME_LIMIT_S = float(os.environ.get("ATTN_CHECK_TIME_LIMIT", "20"))
 #: After one check of an exercise timed out, its remaining checks get this long (the loop is likely everywhere).
