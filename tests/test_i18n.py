@@ -34,6 +34,34 @@ def test_every_message_has_a_current_translation():
         problems[:40])
 
 
+def test_the_catalogue_that_ships_with_utils_holds_no_explanation_of_a_mistake():
+    """utils/locale ships to students with the package; how each catalogued mistake is fixed stays with the hidden
+    tests, in grader/locale, in English and in every translation. A grader that is loaded says them all the same."""
+    from babel.messages.mofile import read_mo
+    from babel.messages.pofile import read_po
+
+    from utils import speech
+
+    explanations = {m.explanation for a in ASSIGNMENTS for m in vars(load_grader(a)).values()
+                    if isinstance(m, Mistake) and m.explanation}
+    assert len(explanations) > 100
+    for lang in i18n.LANGUAGES[1:]:
+        grader = {m.id: m.string for m in i18n.read_catalogue(lang, i18n.GRADER_DOMAIN) if m.id}
+        assert explanations <= set(grader), sorted(explanations - set(grader))[:3]
+        secret = explanations | {grader[e] for e in explanations}
+        shipped = i18n.catalogue_path(lang).parent
+        for path in sorted(shipped.iterdir()):
+            with path.open("rb") as f:
+                catalog = read_po(f) if path.suffix == ".po" else read_mo(f)
+            said = {str(m.id) for m in catalog if m.id} | {str(m.string) for m in catalog if m.string}
+            leaked = secret & said
+            assert not leaked, f"{path} holds the explanations of {len(leaked)} mistakes: {sorted(leaked)[:2]}"
+        assert speech.LOCALES not in [p.parent for p in speech._GRADER_LOCALES]
+        with i18n.speaking(lang):
+            some = sorted(explanations)[0]
+            assert speech._(some) == grader[some] != some  # said in the learner's language wherever a grader runs
+
+
 def test_a_changed_english_cell_makes_its_translation_stale_and_names_it(monkeypatch, tmp_path):
     """What a maintainer sees after editing the English: the cell, and why its translation no longer counts."""
     assignment = ASSIGNMENTS[1]

@@ -179,7 +179,8 @@ def cmd_i18n(args: argparse.Namespace) -> int:
 
     if args.update:
         total, missing = i18n.update_catalogue(args.lang)
-        print(f"{i18n.catalogue_path(args.lang).relative_to(nbs.ROOT)}: {total} messages, {missing} to translate")
+        paths = " and ".join(i18n.shown(i18n.catalogue_path(args.lang, domain=d)) for d in i18n.DOMAINS)
+        print(f"{paths}: {total} messages, {missing} to translate")
         return 0
     problems: list[object] = []
     for notebook in args.assignments or nbs.assignments():

@@ -43,7 +43,7 @@ from typing import Any
 
 import torch
 
-from . import course
+from . import course, speech
 from .diagnose import diagnose
 from .failures import CheckFailure, CheckTimeout, Mistake, diagnosed, explained, translate_with
 from .i18n import N_, _, set_language  # noqa: F401 - set_language: the notebooks' setup cells import it from here
@@ -1031,6 +1031,7 @@ def load_grader(notebook: str) -> ModuleType:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         _GRADERS[key] = module
+        speech.add_grader_catalogue(path.parent / "locale")  # its mistakes' explanations, in the reader's language
     return _GRADERS[key]
 
 

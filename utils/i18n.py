@@ -349,14 +349,53 @@ def language_of(nb: NotebookNode) -> str:
 #: a comparison), which the checker translates when it shows them.
 CATALOGUED = ("utils", "grader")
 DOMAIN = "attn"
+#: The grader's own catalogue (grader/locale): the explanations of the graders' mistakes, which say how to fix an
+#: answer and so stay with the hidden tests; utils' catalogue ships to students with the package and never has them.
+GRADER_DOMAIN = "attn-grader"
+DOMAINS = (DOMAIN, GRADER_DOMAIN)
 
 
 def _string(node: ast.AST) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
 
-def extract(root: Path = nbs.ROOT) -> dict[str, list[tuple[str, int]]]:
-    """Every message to translate, with where it is written: {msgid: [(file, line), ...]}."""
+def extract(root: Path = nbs.ROOT, domain: str | None = None) -> dict[str, list[tuple[str, int]]]:
+    """Every message to translate, with where it is written: {msgid: [(file, line), ...]}; with `domain`, those of
+    that catalogue only (GRADER_DOMAIN: the mistakes' explanations that nothing under utils/ says too)."""
+    found = _extract(root)
+    if domain is None:
+        return found
+    secret = _explanations(root)
+    grader = {m for m, places in found.items() if m in secret and not any(f.startswith("utils") for f, _line in places)}
+    return {m: places for m, places in found.items() if (m in grader) == (domain == GRADER_DOMAIN)}
+
+
+def _explanations(root: Path) -> set[str]:
+    """The explanations the graders give their mistakes: Mistake(name, explanation, ...)'s second argument, written
+    there or as a module-level constant (`_WHY = N_("...")`)."""
+    found: set[str] = set()
+    for path in sorted((root / "grader").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        constants: dict[str, str] = {}
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                value = node.value
+                if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "N_" \
+                        and value.args:
+                    value = value.args[0]
+                if _string(value):
+                    constants[node.targets[0].id] = _string(value)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Mistake":
+                args = [*node.args[1:2], *(k.value for k in node.keywords if k.arg == "explanation")]
+                for arg in args:
+                    text = _string(arg) or (constants.get(arg.id) if isinstance(arg, ast.Name) else None)
+                    if text:
+                        found.add(text)
+    return found
+
+
+def _extract(root: Path) -> dict[str, list[tuple[str, int]]]:
     found: dict[str, list[tuple[str, int]]] = {}
 
     def add(text: str | None, file: str, line: int) -> None:
@@ -383,69 +422,85 @@ def extract(root: Path = nbs.ROOT) -> dict[str, list[tuple[str, int]]]:
     return found
 
 
-def catalogue_path(lang: str, kind: str = "po") -> Path:
-    return LOCALES / lang / "LC_MESSAGES" / f"{DOMAIN}.{kind}"
+def catalogue_path(lang: str, kind: str = "po", domain: str = DOMAIN) -> Path:
+    """utils/locale/<lang>/LC_MESSAGES/attn.po (.mo), or the grader's grader/locale/<lang>/.../attn-grader.po."""
+    folder = LOCALES if domain == DOMAIN else nbs.grader_dir() / "locale"
+    return folder / lang / "LC_MESSAGES" / f"{domain}.{kind}"
 
 
-def template() -> Any:
-    """The catalogue's template (what `extract` finds), as a Babel Catalog."""
+def template(domain: str = DOMAIN) -> Any:
+    """The template of one catalogue (what `extract` finds for it), as a Babel Catalog."""
     import datetime
 
     from babel.messages.catalog import Catalog
 
-    catalog = Catalog(project="attention-course", version="0.1.0", domain=DOMAIN, charset="utf-8",
+    catalog = Catalog(project="attention-course", version="0.1.0", domain=domain, charset="utf-8",
                       copyright_holder="the attention course's authors", msgid_bugs_address="",
                       creation_date=datetime.datetime(2026, 11, 26, tzinfo=datetime.timezone.utc))
-    for msgid, places in sorted(extract().items()):
+    for msgid, places in sorted(extract(domain=domain).items()):
         catalog.add(msgid, locations=places)
     return catalog
 
 
-def read_catalogue(lang: str) -> Any:
+def read_catalogue(lang: str, domain: str = DOMAIN) -> Any:
     from babel.messages.pofile import read_po
 
-    path = catalogue_path(lang)
+    path = catalogue_path(lang, domain=domain)
     if not path.is_file():
         from babel.messages.catalog import Catalog
 
-        return Catalog(locale=lang, domain=DOMAIN)
+        return Catalog(locale=lang, domain=domain)
     with path.open("rb") as f:
-        return read_po(f, locale=lang, domain=DOMAIN)
+        return read_po(f, locale=lang, domain=domain)
 
 
 def update_catalogue(lang: str) -> tuple[int, int]:
-    """Bring locale/<lang>/LC_MESSAGES/attn.po in step with the sources (new messages empty, vanished ones dropped,
-    changed ones fuzzy) and compile its .mo; returns (messages, untranslated)."""
+    """Bring both catalogues of `lang` in step with the sources (new messages empty, vanished ones dropped, changed
+    ones fuzzy) and compile their .mo; returns (messages, untranslated) of the two together."""
+    total = missing = 0
+    for domain in DOMAINS:
+        n, m = _update(lang, domain)
+        total, missing = total + n, missing + m
+    return total, missing
+
+
+def _update(lang: str, domain: str) -> tuple[int, int]:
     from babel.messages.pofile import write_po
 
-    catalog = read_catalogue(lang)
-    catalog.update(template(), no_fuzzy_matching=False)
+    catalog = read_catalogue(lang, domain)
+    catalog.update(template(domain), no_fuzzy_matching=False)
     catalog.obsolete.clear()
     catalog.fuzzy = False  # the header: a fuzzy header is left out of the .mo, and gettext then reads no charset
     catalog.revision_date = catalog.creation_date
     catalog.project, catalog.version, catalog.msgid_bugs_address = "attention-course", "0.1.0", ""
-    catalog.header_comment = (f"# {NAMES.get(lang, lang)} translations of the attention course's messages: the checker's, "
-                              f"the graders' and the attn command's.\n# Kept in step with the sources by `attn i18n "
-                              f"--update`; a test fails while one is missing.\n#")
+    what = ("the checker's, the graders' and the attn command's" if domain == DOMAIN else
+            "the explanations of the graders' mistakes, which stay with the hidden tests")
+    catalog.header_comment = (f"# {NAMES.get(lang, lang)} translations of the attention course's messages: {what}.\n"
+                              f"# Kept in step with the sources by `attn i18n --update`; a test fails while one is "
+                              f"missing.\n#")
     catalog.language_team = f"{NAMES.get(lang, lang)} <https://github.com/>"
     catalog.last_translator = "the attention course's translators"
-    path = catalogue_path(lang)
+    path = catalogue_path(lang, domain=domain)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as f:
         write_po(f, catalog, width=120, sort_output=True, include_previous=True)
-    catalogue_path(lang, "mo").write_bytes(compile_mo(catalog))
+    catalogue_path(lang, "mo", domain).write_bytes(compile_mo(catalog))
     speech._catalogue.cache_clear()
     missing = sum(1 for m in catalog if m.id and (not m.string or m.fuzzy))
     return len([m for m in catalog if m.id]), missing
 
 
 def catalogue_problems(lang: str) -> list[str]:
-    """What keeps the catalogue of `lang` from being current: messages missing, untranslated, fuzzy or extra, a
+    """What keeps the catalogues of `lang` from being current: messages missing, untranslated, fuzzy or extra, a
     translation that drops a {placeholder}, or a .mo that is not the .po compiled."""
-    catalog = read_catalogue(lang)
+    return [problem for domain in DOMAINS for problem in _problems(lang, domain)]
+
+
+def _problems(lang: str, domain: str) -> list[str]:
+    catalog = read_catalogue(lang, domain)
     have = {m.id: m for m in catalog if m.id}
-    wanted = extract()
-    problems = [f"missing from {catalogue_path(lang).relative_to(nbs.ROOT)}: {m!r} ({wanted[m][0][0]})"
+    wanted = extract(domain=domain)
+    problems = [f"missing from {shown(catalogue_path(lang, domain=domain))}: {m!r} ({wanted[m][0][0]})"
                 for m in sorted(set(wanted) - set(have))]
     problems += [f"no longer in the sources: {m!r}" for m in sorted(set(have) - set(wanted))]
     for msgid, message in sorted(have.items()):
@@ -457,10 +512,15 @@ def catalogue_problems(lang: str) -> list[str]:
             problems.append(f"fuzzy (its English changed): {msgid!r}")
         elif set(re.findall(r"\{[^{}]*\}", msgid)) != set(re.findall(r"\{[^{}]*\}", message.string)):
             problems.append(f"placeholders differ: {msgid!r} -> {message.string!r}")
-    mo = catalogue_path(lang, "mo")
+    mo = catalogue_path(lang, "mo", domain)
     if not mo.is_file() or _mo_messages(mo.read_bytes()) != _mo_messages(compile_mo(catalog)):
-        problems.append(f"{mo.relative_to(nbs.ROOT)} is not {catalogue_path(lang).name} compiled: run `attn i18n --update`")
+        problems.append(f"{shown(mo)} is not {mo.with_suffix('.po').name} compiled: run `attn i18n --update`")
     return problems
+
+
+def shown(path: Path) -> str:
+    """A catalogue's path as a maintainer reads it: from the course folder where it lies there."""
+    return str(path.relative_to(nbs.ROOT)) if path.is_relative_to(nbs.ROOT) else str(path)
 
 
 def compile_mo(catalog: Any) -> bytes:

@@ -1,7 +1,9 @@
 """The language a learner reads: check tables, feedback and the attn command's words, in the language now spoken.
 
 A process speaks one language at a time (`set_language`, `speaking`); `_` looks a message up in the gettext
-catalogue of that language (utils/locale/<lang>/LC_MESSAGES/attn.mo). This module imports nothing of the course, so
+catalogue of that language (utils/locale/<lang>/LC_MESSAGES/attn.mo), then in the grader's where a grader was loaded
+(grader/locale/<lang>/LC_MESSAGES/attn-grader.mo: the catalogue's explanations of mistakes, which never ship with
+utils). This module imports nothing of the course, so
 that the result types (`utils.results`) and everything under them can speak; `utils.i18n` re-exports it with the
 notebooks' translation.
 """
@@ -20,6 +22,8 @@ LANGUAGES = ("en", "zh")
 NAMES = {"en": "English", "zh": "简体中文"}
 LOCALES = Path(__file__).resolve().parent / "locale"  # gettext catalogues: locale/<lang>/LC_MESSAGES/attn.po (.mo)
 _LANGUAGE: list[str | None] = [None]
+#: Where the grader's own catalogue lies, once a grader is loaded in this process (`add_grader_catalogue`).
+_GRADER_LOCALES: list[Path] = []
 
 
 def set_language(lang: str) -> None:
@@ -51,7 +55,18 @@ def language() -> str:
 
 @functools.cache
 def _catalogue(lang: str) -> gettext_module.NullTranslations:
-    return gettext_module.translation("attn", localedir=LOCALES, languages=[lang], fallback=True)
+    catalogue = gettext_module.translation("attn", localedir=LOCALES, languages=[lang], fallback=True)
+    for localedir in _GRADER_LOCALES:
+        catalogue.add_fallback(gettext_module.translation("attn-grader", localedir=localedir, languages=[lang],
+                                                          fallback=True))
+    return catalogue
+
+
+def add_grader_catalogue(localedir: Path) -> None:
+    """Say the grader's words too (the explanations of its mistakes): its catalogue lies under `localedir`."""
+    if localedir not in _GRADER_LOCALES:
+        _GRADER_LOCALES.append(localedir)
+        _catalogue.cache_clear()
 
 
 def _(message: str) -> str:
