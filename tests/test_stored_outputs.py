@@ -172,3 +172,22 @@ def test_07_is_graded_out_of_what_can_be_earned_where_triton_cannot_install(monk
     notes = [say(note) for note in result.notes]
     assert any("graded out of 11 points" in note for note in notes), notes
     assert "SKIP" in checking.render(result)
+
+
+def _stored_stdout(assignment: str, key: str) -> str:
+    from utils import i18n
+
+    cell = next(c for c in nbs.read(nbs.solution_path(assignment)).cells if i18n.cell_key(c) == key)
+    return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("name") == "stdout")
+
+
+def test_03s_timing_prose_is_what_its_stored_run_printed():
+    """03 §8 says the dense masked attention grows near n^2 and the banded one near n, and its cell prints both
+    exponents: in the stored run (an `attn execute` on a quiet machine) they are what the sentence says."""
+    import re
+
+    text = _stored_stdout("03_masking", "cost_time")
+    found = re.search(r"dense \+ mask ~ n\^([\d.]+), banded ~ n\^([\d.]+)", text)
+    assert found, text
+    dense, banded = map(float, found.groups())
+    assert 1.6 <= dense <= 2.6 and 0.6 <= banded <= 1.4, text
