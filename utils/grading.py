@@ -51,6 +51,9 @@ from .notebooks import GRADER_ENV, grader_dir  # noqa: F401 - where the hidden t
 from .results import LEAD_CHECKS, CheckOutcome, ExerciseResult, Message, Where, Words, kind, later
 
 translate_with(later)  # the mistakes' and diagnoses' words, said in the reader's language when shown
+with contextlib.suppress(FileNotFoundError):  # beside the hidden tests (a clone, the instructor's side): their words
+    # too, in a process that says results it did not grade itself (attn autograde's nbgrader pass, after its pool)
+    speech.add_grader_catalogue(grader_dir() / "locale")
 
 #: Default tolerance for comparing float32 tensors, stated once for the whole course.
 TOLERANCE: dict[str, float] = {"rtol": 1e-4, "atol": 1e-5}
