@@ -58,9 +58,11 @@ with contextlib.suppress(FileNotFoundError):  # beside the hidden tests (a clone
 #: Default tolerance for comparing float32 tensors, stated once for the whole course.
 TOLERANCE: dict[str, float] = {"rtol": 1e-4, "atol": 1e-5}
 #: A correct answer keeps the floating dtype it is given (a float32 constant or buffer, a `.float()`, a trip through
-#: numpy does not): the dtypes graders try besides float32, and the tolerance float16's three significant digits allow.
+#: numpy does not): the dtypes graders try besides float32, and the tolerance float16 needs on any hidden draw (over
+#: 3,000 draws of 01's and 02's checks the course's answers needed at most 0.010, additive_scores; the check is about the
+#: dtype, and wrong values fail the float32 checks).
 KEPT_DTYPES = (torch.float64, torch.float16)
-HALF_TOLERANCE: dict[str, float] = {"rtol": 1e-2, "atol": 2e-3}
+HALF_TOLERANCE: dict[str, float] = {"rtol": 5e-2, "atol": 5e-2}
 #: Seconds one check may run before it is stopped (catches infinite loops); $ATTN_CHECK_TIME_LIMIT overrides.
 CHECK_TIME_LIMIT_S = float(os.environ.get("ATTN_CHECK_TIME_LIMIT", "20"))
 #: After one check of an exercise timed out, its remaining checks get this long (the loop is likely everywhere).
