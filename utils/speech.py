@@ -1,9 +1,9 @@
 """The language a learner reads: check tables, feedback and the attn command's words, in the language now spoken.
 
 A process speaks one language at a time (`set_language`, `speaking`); `_` looks a message up in the gettext
-catalogue of that language (utils/locale/<lang>/LC_MESSAGES/attn.mo), then in the grader's where a grader was loaded
-(grader/locale/<lang>/LC_MESSAGES/attn-grader.mo: the catalogue's explanations of mistakes, which never ship with
-utils). This module imports nothing of the course, so
+catalogue of that language (utils/locale/<lang>/LC_MESSAGES/attn.mo), then in the grader's wherever the hidden tests
+lie (grader/locale/<lang>/LC_MESSAGES/attn-grader.mo: the explanations of mistakes, which never ship with utils;
+`utils.grading` adds it when it is imported beside them, and again for each grader folder it loads from). This module imports nothing of the course, so
 that the result types (`utils.results`) and everything under them can speak; `utils.i18n` re-exports it with the
 notebooks' translation.
 """
