@@ -22,10 +22,12 @@ import builtins
 import json
 import re
 
+import nbformat
 import pytest
 import torch
 
 from utils import notebooks as nbs
+from utils.blocks import GOING_FURTHER
 
 from .conftest import ASSIGNMENTS
 from .notebook_runs import EMPTY_FIGURE, STOPPED, UNFINISHED, sections
@@ -284,6 +286,74 @@ def test_the_section_check_finds_04s_old_section_9():
     cell.source = cell.source.replace("W_now", "W")
     problems = section_rebindings(nb)
     assert any("reads `W`" in p and "jobs_mix" in p for p in problems), problems
+
+
+# -- optional "going further" cells ------------------------------------------------------------------------------
+def going_further(cell) -> bool:
+    return cell.cell_type == "code" and cell.source.lstrip().lower().startswith(GOING_FURTHER)
+
+
+def skipped_names_read(nb) -> list[str]:
+    """Names that a core cell reads and that only a `# going further` cell binds: with `skip_going_further(True)`,
+    Run All would stop there with a NameError."""
+    bound: set[str] = set()
+    optional: dict[str, str] = {}  # name -> the optional cell that binds it (and no core cell binds it before)
+    problems = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        if nbs.is_answer_cell(cell):
+            bound.add(_grade_id(cell))
+            optional.pop(_grade_id(cell), None)
+            continue
+        found = names(cell.source, bound - (set() if going_further(cell) else set(optional)))
+        if going_further(cell):
+            optional.update({name: _grade_id(cell) for name in found.binds if name not in bound})
+        else:
+            problems += [f"{_grade_id(cell)} reads `{name}`, which only the optional cell {optional[name]} binds"
+                         for name in sorted(found.reads & set(optional))]
+            for name in found.binds:
+                optional.pop(name, None)
+        bound |= found.binds
+    return problems
+
+
+def test_skipping_the_going_further_cells_leaves_the_core_whole(solution):
+    """`skip_going_further(True)` in the setup cell makes Run All skip every cell marked `# going further`; no other
+    cell may need what they define."""
+    assignment, nb = solution
+    problems = skipped_names_read(nb)
+    assert not problems, f"{assignment}:\n" + "\n".join(problems)
+
+
+def test_the_going_further_check_finds_a_core_cell_that_needs_an_optional_one():
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("# going further: half precision\nhalf = torch.randn(3).half()"),
+        nbformat.v4.new_code_cell("print(half.dtype)")])
+    problems = skipped_names_read(nb)
+    assert len(problems) == 1 and "reads `half`" in problems[0], problems
+
+
+def test_skip_going_further_makes_a_marked_cell_print_one_line_instead_of_running():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from utils.blocks import skip_going_further
+
+    shell = InteractiveShell.instance()
+    try:
+        skip_going_further(True)
+        skip_going_further(True)  # the setup cell run twice: one transformer, not two
+        assert sum(f.__name__ == "_going_further_cell" for f in shell.input_transformers_post) == 1
+        result = shell.run_cell("# going further: the speed race\nraced = 1\n")
+        assert result.success and "raced" not in shell.user_ns
+        shell.run_cell("core = 1\n")
+        assert shell.user_ns["core"] == 1
+        skip_going_further(False)
+        shell.run_cell("# Going further\nraced = 2\n")
+        assert shell.user_ns["raced"] == 2
+    finally:
+        skip_going_further(False)
+        InteractiveShell.clear_instance()
 
 
 # -- stored outputs that another CPU would print differently -----------------------------------------------------
