@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -164,6 +165,31 @@ def test_the_glossary_terms_are_the_ones_the_translations_use():
     assert all(term in glossary for term in ("缩放点积注意力", "分组查询注意力", "KV 缓存"))
 
 
+def _glossary_rejects() -> dict[str, str]:
+    """{rejected word: the glossary's row} from the `not: a, b` of docs/glossary.md's notes."""
+    rejects = {}
+    for row in (nbs.ROOT / "docs" / "glossary.md").read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in row.strip().strip("|").split("|")]
+        if len(cells) == 3 and "not: " in cells[2]:
+            for word in cells[2].split("not: ", 1)[1].split(","):
+                rejects[word.strip()] = f"{cells[0]} = {cells[1]}"
+    return rejects
+
+
+def test_the_feedback_and_the_notebooks_use_the_glossarys_words_not_the_ones_it_rejects():
+    """A learner reads the notebook and the feedback side by side: a word the glossary rejects (运行中的最大值 for the
+    notebooks' 累计最大值, 硬查询 for a lookup, 全部运行 for JupyterLab's 运行所有单元格) appears in neither
+    catalogue (the `attn` command's, the grader's) nor in any Chinese notebook."""
+    rejects = _glossary_rejects()
+    assert {"运行中的最大值", "前置维度", "硬查询", "全部运行", "无声 bug"} <= set(rejects), rejects
+    texts = {f"i18n/zh/{a}.yml": i18n.path("zh", a).read_text(encoding="utf-8") for a in ASSIGNMENTS}
+    for domain in i18n.DOMAINS:
+        texts[str(i18n.catalogue_path("zh", "po", domain).relative_to(nbs.ROOT))] = "\n".join(
+            m.string for m in i18n.read_catalogue("zh", domain) if m.id and isinstance(m.string, str))
+    found = [f"{where}: {word!r} ({rejects[word]})" for where, text in texts.items() for word in rejects if word in text]
+    assert not found, "\n".join(found)
+
+
 def test_a_compiled_catalogue_is_compared_by_its_messages_not_by_the_babel_that_wrote_it():
     """The .mo check reads what gettext reads: another Babel version's header is no difference, a changed
     translation is (Babel 2.19 writing "Generated-By: Babel 2.19.0" once made a current .mo look stale)."""
@@ -197,3 +223,21 @@ def test_a_chinese_learners_endless_loop_is_told_in_chinese(tmp_path, monkeypatc
         said = looped.feedback()
     assert result.lang == "zh" and "CPU 时间" in said and "循环" in said, said
     assert all(e.score == e.max_score for e in result.exercises if e.id != "attention_pool"), result.exercises
+
+
+def test_chinese_feedback_in_the_terminal_is_filled_by_display_columns_and_keeps_a_section_name_whole():
+    """zh-read po-N3: textwrap counted a Chinese character as one column and broke only at spaces, so a Chinese line
+    of `attn check` ran to about 200 columns and then split inside “5. 安全的 / softmax：…”."""
+    from utils.engine.checking import _columns, fill
+
+    section = "“5. 安全的 softmax：溢出与减最大值技巧”"
+    said = ("这与一个已知错误相符——给键加权而不是给值加权：输出是 weights @ keys；键只决定往哪里看，真正返回的是值的"
+            f"加权和。请回头看看{section}这一节。") * 2
+    lines = fill(said, 110, " " * 8, " " * 10).splitlines()
+    assert len(lines) >= 3 and all(_columns(line) <= 110 for line in lines), [_columns(line) for line in lines]
+    assert sum(section in line for line in lines) == 2, lines  # each name on one line
+    assert re.sub(r"\s+", "", "".join(lines)) == re.sub(r"\s+", "", said)  # nothing lost, nothing added
+    assert not any(line.strip()[0] in "，。：；）”" for line in lines), lines
+    english = "the output is weights @ keys; keys only decide where to look, and what comes back is the values. " * 3
+    assert fill(english, 110, " " * 8, " " * 10) == textwrap.fill(english, width=110, initial_indent=" " * 8,
+                                                                  subsequent_indent=" " * 10)

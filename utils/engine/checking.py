@@ -26,8 +26,10 @@ import io
 import json
 import math
 import os
+import re
 import textwrap
 import time
+import unicodedata
 import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
@@ -755,6 +757,43 @@ def check(path: str | Path, assignment: str | None = None, *, engine: Engine | N
     return grade(learner, chosen, engine=engine, lang=lang or i18n.language_of(learner), only=only).result(str(path))
 
 
+
+#: One token of a line to fill: a quoted name (“…”, kept whole), a run of spaces, one wide character (a Chinese
+#: character or full-width punctuation: a line may break before any of them), or a run of anything else (a word).
+_TOKEN = re.compile(r"“[^”\n]{0,40}”|\s+|[\u1100-\u115f\u2e80-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f"
+                    r"\uff00-\uff60\uffe0-\uffe6]|[^\s“\u1100-\u115f\u2e80-\ua4cf\uac00-\ud7a3\uf900-\ufaff"
+                    r"\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6]+|“")
+#: Full-width punctuation that never starts a line (it stays with the character before it).
+_NO_LINE_START = set("，。、；：！？）》」』”’…")
+
+
+def _columns(text: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def fill(text: str, width: int, initial: str, subsequent: str) -> str:
+    """`textwrap.fill` by display columns: a Chinese character takes two, and a line may break between two of them
+    (Chinese has no spaces to break at: textwrap let a Chinese line run to about 200 columns and then split it at the
+    next space, which fell inside a section's name). A quoted name stays whole; a full-width comma or stop never
+    starts a line. English text is filled by textwrap, as before."""
+    if _columns(text) == len(text):
+        return textwrap.fill(text, width=width, initial_indent=initial, subsequent_indent=subsequent)
+    lines, line = [], initial
+    for token in _TOKEN.findall(text.strip()):
+        if token.isspace():
+            if line.strip():
+                line += " "
+            continue
+        fits = _columns(line.rstrip() if token[0] in _NO_LINE_START else line) + _columns(token) <= width
+        if fits or not line.strip() or token[0] in _NO_LINE_START:
+            line = (line.rstrip() if token[0] in _NO_LINE_START else line) + token
+        else:
+            lines.append(line.rstrip())
+            line = subsequent + token
+    lines.append(line.rstrip())
+    return "\n".join(lines)
+
+
 def render(result: NotebookResult, verbose: bool = False) -> str:
     """A plain-text report of a notebook's result for the terminal, in its language.
 
@@ -772,7 +811,7 @@ def render(result: NotebookResult, verbose: bool = False) -> str:
                 feedback = replace(ex, lead=tuple(i for i, c in enumerate(ex.checks) if not c.passed)) \
                     if verbose and ex.lead else ex  # every failed check follows anyway: no "and N more" line
                 for line in feedback.feedback().splitlines():
-                    lines.append(textwrap.fill(line, width=110, initial_indent=" " * 8, subsequent_indent=" " * 10))
+                    lines.append(fill(line, 110, " " * 8, " " * 10))
             if verbose and ex.checks:
                 lines.append(" " * 8 + _("every check:"))
                 for c in ex.checks:
@@ -780,7 +819,7 @@ def render(result: NotebookResult, verbose: bool = False) -> str:
                     hidden = " " + _("(hidden)") if c.hidden else ""
                     message = say(c.message)
                     text = f"{tick}[{say(c.name)}]{hidden}" + ("" if c.passed and not message else f" {message}")
-                    lines.append(textwrap.fill(text, width=110, initial_indent=" " * 10, subsequent_indent=" " * 15))
+                    lines.append(fill(text, 110, " " * 10, " " * 15))
         for note in result.notes:
             lines += ["", _("Note: {note} (see README, 'Grading a class').").format(note=say(note))]
     return "\n".join(lines)
