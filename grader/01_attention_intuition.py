@@ -7,7 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from utils.grading import HALF_TOLERANCE, KEPT_DTYPES, Mistake, expect_pair, identify, standing_in
+from utils.grading import HALF_TOLERANCE, KEPT_DTYPES, LocalPart, Mistake, expect_pair, identify, standing_in
 from utils.i18n import N_
 from utils.results import later as _  # words said in the reader's language when shown
 
@@ -106,6 +106,37 @@ _UNTRANSPOSED = N_(
     "`keys @ W_k.T`; `x @ W` computes Wᵀx, which runs only when W is square and is then the wrong projection"
 )
 UNTRANSPOSED = Mistake("weight matrix applied untransposed", _UNTRANSPOSED, S_SCORES)
+NW_PLUS = Mistake(
+    "plus sign in the Gaussian kernel",
+    "the exponent is +(q - x_i)² / (2h²): the farther a key, the larger its score, so the weights go to the keys "
+    "farthest from the query; the Gaussian kernel is exp(-(q - x_i)² / (2h²)), a similarity that falls with distance",
+    S_POOL,
+)
+NW_NOT_SQUARED = Mistake(
+    "distance not squared",
+    "the score uses the distance |q - x_i| (or the signed difference q - x_i) instead of its square; the Gaussian "
+    "kernel is exp(-(q - x_i)² / (2h²)): square the difference (which also makes the sign irrelevant)",
+    S_POOL,
+)
+NW_BANDWIDTH = Mistake(
+    "bandwidth not squared, or the 2 missing",
+    "the squared distance is divided by something other than 2h² (by 2h, h², h or (2h)²): the bandwidth h is a "
+    "length, so it is squared like the distance, and the Gaussian has the 2 in 2h²",
+    S_POOL,
+)
+NW_QUERY_AXIS = Mistake(
+    "normalised over the queries",
+    "the softmax runs over the queries (dim=0 of the (m, n) scores) instead of over the keys: each query must "
+    "share its weight among the n keys (each row sums to 1), not each key among the queries",
+    S_POOL,
+)
+NW_NAIVE = Mistake(
+    "Gaussian weights normalised without the max shift",
+    "exp(-(q - x_i)² / (2h²)) underflows to 0 for every key when the query is far from all of them or h is tiny, "
+    "and 0 / 0 is NaN; the normalised kernel is a softmax of the negative squared distances, so compute it as a "
+    "stable softmax (subtract the row's maximum, or call your softmax)",
+    S_SAFE,
+)
 
 
 # -- reference implementations (instructor side only) ------------------------------------------------
@@ -122,6 +153,11 @@ def ref_attention_pool(query, keys, values):
 def ref_additive_scores(query, keys, W_q, W_k, w_v):
     hidden = (query @ W_q.T).unsqueeze(-2) + keys @ W_k.T  # (..., n, h)
     return torch.tanh(hidden) @ w_v  # (..., n)
+
+
+def ref_nadaraya_watson(x_query, x_keys, y_keys, bandwidth):
+    scores = -((x_query[:, None] - x_keys[None, :]) ** 2) / (2 * bandwidth**2)  # (m, n)
+    return ref_softmax(scores, dim=-1) @ y_keys  # (m,)
 
 
 # -- what the catalogued mistakes return ---------------------------------------------------------------
@@ -169,6 +205,38 @@ def _pool_mistakes(query, keys, values):
     return out, weights
 
 
+def _nw_bandwidths(h):
+    """The wrong denominators of the bandwidth family: 2h, h², h and (2h)² in place of 2h²."""
+    return (2 * h, h**2, h, (2 * h) ** 2)
+
+
+def _nw_mistakes(actual, x_query, x_keys, y_keys, h, bandwidth_family=True):
+    """What each catalogued Nadaraya–Watson mistake returns on these inputs; of the bandwidth family, the member
+    the answer reproduces (or the first), offered only where no member coincides with the right answer (h = 1)."""
+    diff = x_query[:, None] - x_keys[None, :]
+    sq = diff**2
+    right = ref_nadaraya_watson(x_query, x_keys, y_keys, h)
+    out = {
+        NW_PLUS: ref_softmax(sq / (2 * h**2)) @ y_keys,
+        NW_NOT_SQUARED: (ref_softmax(-diff.abs() / (2 * h**2)) @ y_keys, ref_softmax(-diff / (2 * h**2)) @ y_keys),
+        NW_QUERY_AXIS: ref_softmax(-sq / (2 * h**2), dim=0) @ y_keys,
+        KEYS: ref_softmax(-sq / (2 * h**2)) @ x_keys,
+    }
+    if bandwidth_family:
+        family = [ref_softmax(-sq / c) @ y_keys for c in _nw_bandwidths(h)]
+        if not any(torch.allclose(f, right, atol=1e-5) for f in family):
+            found = next((f for f in family if isinstance(actual, torch.Tensor) and identify(actual, {NW_BANDWIDTH: f})),
+                         None)
+            out[NW_BANDWIDTH] = found if found is not None else family[0]
+    return out
+
+
+def _nw_naive(x_query, x_keys, y_keys, h):
+    """exp / sum without the shift: 0 / 0 = NaN where every key underflows."""
+    e = torch.exp(-((x_query[:, None] - x_keys[None, :]) ** 2) / (2 * h**2))
+    return (e / e.sum(dim=-1, keepdim=True)) @ y_keys
+
+
 def _additive_mistakes(query, keys, W_q, W_k, w_v):
     hidden = (query @ W_q.T).unsqueeze(-2) + keys @ W_k.T
     product = (query @ W_q.T).unsqueeze(-2) * (keys @ W_k.T)
@@ -208,6 +276,11 @@ def make_references() -> dict[str, torch.Tensor]:
     W_q, W_k, w_v = torch.randn(4, 3, generator=g), torch.randn(4, 5, generator=g), torch.randn(4, generator=g)
     refs |= {"add.q": q, "add.k": k, "add.Wq": W_q, "add.Wk": W_k, "add.wv": w_v,
              "add.out": ref_additive_scores(q, k, W_q, W_k, w_v)}
+
+    xq, xk = torch.rand(7, generator=g) * 6 - 1, torch.rand(12, generator=g) * 5
+    yk = torch.sin(xk) * 2 + torch.randn(12, generator=g) * 0.3
+    h = torch.tensor(0.7)
+    refs |= {"nw.xq": xq, "nw.xk": xk, "nw.yk": yk, "nw.h": h, "nw.out": ref_nadaraya_watson(xq, xk, yk, h)}
     return refs
 
 
@@ -370,6 +443,70 @@ def test_additive_scores(check, refs, additive_scores):
                    None if ok else identify(out, _additive_mistakes(*args)))
 
 
+def test_nadaraya_watson(check, refs, nadaraya_watson):
+    """Graded on its own: a nadaraya_watson that calls the learner's softmax gets the reference one meanwhile (a
+    softmax bug costs points in softmax only); the gradient check gets the course's differentiable softmax."""
+    def softmax(x, dim=-1):
+        return ref_softmax(x, dim)
+
+    with standing_in(nadaraya_watson, softmax=softmax):
+        _test_nadaraya_watson(check, refs, nadaraya_watson)
+    with standing_in(nadaraya_watson, softmax=LocalPart("softmax")):
+        with check("a bandwidth given as a tensor with requires_grad gets a finite gradient (it can be learned)"):
+            inputs = {"x_query": torch.rand(6) * 4, "x_keys": torch.rand(9) * 4, "y_keys": torch.randn(9),
+                      "bandwidth": torch.tensor(0.6)}
+            check.gradients(nadaraya_watson, inputs, ref_nadaraya_watson, "nadaraya_watson")
+            h = torch.tensor(0.05, requires_grad=True)  # tiny: a naive exp / sum is 0 / 0 for the far queries
+            out = nadaraya_watson(torch.tensor([-3.0, 0.3, 9.0]), torch.rand(9) * 4, torch.randn(9), h)
+            check.true(isinstance(out, torch.Tensor) and out.requires_grad,
+                       "with a bandwidth tensor that requires grad, the output should require grad too: is h turned "
+                       "into a Python number (float(h), h.item()) or detached on the way?")
+            (grad,) = torch.autograd.grad(out.sum(), h, allow_unused=True)
+            check.true(grad is not None and bool(torch.isfinite(grad).all()),
+                       "the gradient with respect to a tiny bandwidth (h = 0.05) is NaN or missing: a 0 / 0 in the "
+                       "forward pass (every key's exp underflows) poisons the backward pass too",
+                       NW_NAIVE if grad is not None and bool(torch.isnan(grad).any()) else None)
+
+
+def _test_nadaraya_watson(check, refs, nadaraya_watson):
+    with check("matches the reference on hidden data (7 queries, 12 keys, h = 0.7)", weight=2):
+        xq, xk, yk, h = refs["nw.xq"], refs["nw.xk"], refs["nw.yk"], refs["nw.h"]
+        out = nadaraya_watson(xq, xk, yk, h)
+        check.close(out, refs["nw.out"], "predictions", mistakes=_nw_mistakes(out, xq, xk, yk, h), atol=1e-5)
+    with check("bandwidth as a Python float: the same predictions, of shape (m,) for m = 5 queries and n = 11 keys"):
+        xq, xk, yk = torch.rand(5) * 4, torch.rand(11) * 4, torch.randn(11)
+        out = nadaraya_watson(xq, xk, yk, 0.45)
+        check.shape(out, (5,), "predictions")
+        check.close(out, ref_nadaraya_watson(xq, xk, yk, torch.tensor(0.45)), "predictions",
+                    mistakes=_nw_mistakes(out, xq, xk, yk, torch.tensor(0.45)), atol=1e-5)
+    with check("a query far from every key, or a tiny bandwidth, predicts the nearest key's y (no 0 / 0 = NaN)",
+               weight=3):
+        xk = torch.tensor([0.0, 1.0, 2.5, 4.0, 5.5])
+        yk = torch.randn(5)
+        for xq, h in ((torch.tensor([-40.0, 60.0]), 1.0), (torch.tensor([0.3, 1.4, 3.2, 5.0]), 0.01)):
+            with check.case():
+                out = nadaraya_watson(xq, xk, yk, h)
+                nearest = yk[(xq[:, None] - xk[None, :]).abs().argmin(dim=-1)]
+                check.close(out, nearest, _("predictions at h = {h}").format(h=h), atol=1e-4, mistakes={
+                    **_nw_mistakes(out, xq, xk, yk, torch.tensor(h), bandwidth_family=False),
+                    NW_NAIVE: _nw_naive(xq, xk, yk, torch.tensor(h))})
+    with check("a huge bandwidth (h = 1e4) predicts the mean of y_keys everywhere"):
+        xq, xk, yk = torch.rand(6) * 5, torch.rand(10) * 5, torch.randn(10) + 2
+        out = nadaraya_watson(xq, xk, yk, 1e4)
+        check.close(out, yk.mean().expand(6), "predictions at h = 1e4", atol=1e-4)
+    with check("keeps the inputs' dtype: float64 gives float64", weight=0.5):
+        xq, xk, yk = (torch.rand(4) * 3).double(), (torch.rand(8) * 3).double(), torch.randn(8).double()
+        h = torch.tensor(0.3, dtype=torch.float64)
+        check.close(nadaraya_watson(xq, xk, yk, h), ref_nadaraya_watson(xq, xk, yk, h), "predictions for float64 inputs")
+    with check("leaves its inputs unchanged (no in-place edits)", weight=0.5):
+        xq, xk, yk, h = torch.rand(4) * 3, torch.rand(8) * 3, torch.randn(8), torch.tensor(0.5)
+        before = [t.clone() for t in (xq, xk, yk, h)]
+        out = nadaraya_watson(xq, xk, yk, h)
+        check.true(all(torch.equal(a, b) for a, b in zip((xq, xk, yk, h), before)),
+                   "nadaraya_watson changed one of its inputs in place; compute new tensors instead")
+        check.close(out, ref_nadaraya_watson(*before), "predictions")
+
+
 def _reference_parts():
     def softmax(x, dim=-1):
         return ref_softmax(x, dim)
@@ -379,10 +516,11 @@ def _reference_parts():
 
 # While grading, the visible checks of a composite exercise run with these parts standing in for the learner's
 # (utils.engine.checking.GradingContext), as its hidden tests do: a bug in a part costs points in that part only.
-STAND_INS = {"attention_pool": _reference_parts}
+STAND_INS = {"attention_pool": _reference_parts, "nadaraya_watson": _reference_parts}
 
 HIDDEN_TESTS = {
     "softmax": test_softmax,
     "attention_pool": test_attention_pool,
+    "nadaraya_watson": test_nadaraya_watson,
     "additive_scores": test_additive_scores,
 }

@@ -46,6 +46,24 @@ MISTAKES = [
      "exercise": "additive_scores", "mistake": "projections multiplied, not added"},
     {"cell": "softmax", "old": "return e / e.sum(dim=dim, keepdim=True)", "new": "return e / e.sum(dim=dim)",
      "exercise": "softmax", "mistake": "keepdim=True forgotten"},
+    # nadaraya_watson
+    {"cell": "nadaraya_watson", "old": "logits = -gaps**2 / (2 * bandwidth**2)", "new": "logits = gaps**2 / (2 * bandwidth**2)",
+     "exercise": "nadaraya_watson", "mistake": "plus sign in the Gaussian kernel"},
+    {"cell": "nadaraya_watson", "old": "logits = -gaps**2 / (2 * bandwidth**2)",
+     "new": "logits = -gaps.abs() / (2 * bandwidth**2)",
+     "exercise": "nadaraya_watson", "mistake": "distance not squared"},
+    {"cell": "nadaraya_watson", "old": "logits = -gaps**2 / (2 * bandwidth**2)", "new": "logits = -gaps**2 / (2 * bandwidth)",
+     "exercise": "nadaraya_watson", "mistake": "bandwidth not squared, or the 2 missing"},
+    {"cell": "nadaraya_watson", "old": "logits = -gaps**2 / (2 * bandwidth**2)", "new": "logits = -gaps**2 / bandwidth**2",
+     "exercise": "nadaraya_watson", "mistake": "bandwidth not squared, or the 2 missing"},
+    {"cell": "nadaraya_watson", "old": "alpha = torch.softmax(logits, dim=1)", "new": "alpha = torch.softmax(logits, dim=0)",
+     "exercise": "nadaraya_watson", "mistake": "normalised over the queries"},
+    # the Gaussian weights written out as exp / sum: right on ordinary inputs, 0 / 0 far from every key
+    {"cell": "nadaraya_watson", "old": "alpha = torch.softmax(logits, dim=1)",
+     "new": "kernel = torch.exp(logits)\n    alpha = kernel / kernel.sum(dim=1, keepdim=True)",
+     "exercise": "nadaraya_watson", "mistake": "Gaussian weights normalised without the max shift"},
+    {"cell": "nadaraya_watson", "old": "return alpha @ y_keys", "new": "return alpha @ x_keys",
+     "exercise": "nadaraya_watson", "mistake": "weighting keys instead of values"},
 ]
 
 # Correct answers written differently must keep full marks.
@@ -61,6 +79,12 @@ VARIANTS = [
      "new": "return torch.einsum('...nh,h->...n', torch.tanh(q_hidden + k_hidden), w_v)"},
     {"cell": "additive_scores", "old": "k_hidden = keys @ W_k.T",
      "new": "k_hidden = torch.nn.functional.linear(keys, W_k)"},
+    {"cell": "nadaraya_watson", "old": "gaps = x_query[:, None] - x_keys[None, :]",
+     "new": "gaps = x_query.unsqueeze(-1) - x_keys.unsqueeze(0)"},
+    {"cell": "nadaraya_watson", "old": "logits = -gaps**2 / (2 * bandwidth**2)",
+     "new": "logits = -torch.cdist(x_query[:, None], x_keys[:, None]) ** 2 / (2 * bandwidth * bandwidth)"},
+    {"cell": "nadaraya_watson", "old": "alpha = torch.softmax(logits, dim=1)", "new": "alpha = softmax(logits)"},
+    {"cell": "nadaraya_watson", "old": "return alpha @ y_keys", "new": "return (alpha * y_keys[None, :]).sum(dim=-1)"},
 ]
 
 # Mistakes the catalogue does not know: the generic diagnosis (utils/diagnose.py) must say what they are.
@@ -94,6 +118,9 @@ DIAGNOSED = [
     {"cell": "softmax", "old": "return e / e.sum(dim=dim, keepdim=True)",
      "new": "return shifted - torch.log(e.sum(dim=dim, keepdim=True))",
      "exercise": "softmax", "diagnosis": "logarithm of the expected one"},
+    # the predictions cast to float32 "to be safe": right on float32 input, float32 out for float64
+    {"cell": "nadaraya_watson", "old": "return alpha @ y_keys", "new": "return (alpha @ y_keys).float()",
+     "exercise": "nadaraya_watson", "diagnosis": "dtype is torch.float32, not torch.float64"},
 ]
 
 # Mistakes no catalogue entry or diagnosis explains: they must lose points and be given no name at all.
@@ -102,4 +129,8 @@ UNNAMED = [
     # tanh would; that name would send the learner to the wrong line.
     {"cell": "additive_scores", "old": "return torch.tanh(q_hidden + k_hidden) @ w_v",
      "new": "return torch.tanh(q_hidden + k_hidden) @ w_v[:, None]", "exercise": "additive_scores"},
+    # the bandwidth turned into a Python number: every value right, but h can no longer be learned
+    {"cell": "nadaraya_watson", "old": "logits = -gaps**2 / (2 * bandwidth**2)",
+     "new": "logits = -gaps**2 / (2 * float(bandwidth) ** 2)", "exercise": "nadaraya_watson",
+     "feedback": "no gradient reaches bandwidth"},
 ]

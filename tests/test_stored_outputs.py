@@ -191,3 +191,15 @@ def test_03s_timing_prose_is_what_its_stored_run_printed():
     assert found, text
     dense, banded = map(float, found.groups())
     assert 1.6 <= dense <= 2.6 and 0.6 <= banded <= 1.4, text
+
+
+def test_01s_bandwidth_prose_is_what_its_stored_run_printed():
+    """01's Nadaraya–Watson demo: the prose after it says the learned bandwidth lies between the tiny and the huge
+    one, scores best on the held-out points, and that the tiny one looks almost perfect on its own keys."""
+    import re
+
+    text = _stored_stdout("01_attention_intuition", "nw_demo")
+    learned = float(re.search(r"learned, h = ([\d.]+)", text).group(1))
+    assert 0.03 < learned < 5, text
+    assert "the learned bandwidth has the smallest held-out loss: True" in text, text
+    assert "the smallest loss is the tiny bandwidth's" in text, text

@@ -28,6 +28,9 @@ import torch
 LOCAL_PARTS: dict[str, str] = {
     "attention": "the course's scaled dot-product attention, (q, k, v, mask=None) -> (out, weights)",
     "kv_cache": "notebook 06's KV cache: update(k_new, v_new) -> everything so far, len() -> cached positions",
+    "softmax": "notebook 01's softmax, (x, dim=-1) -> torch.softmax(x, dim)",
+    "multi_head_attention": "notebook 04's module, (d_model, num_heads, bias=True) with W_q, W_k, W_v, W_o; run by "
+                            "torch's own multi-head attention",
 }
 
 
@@ -35,7 +38,8 @@ def local_part(name: str):
     """The function `LOCAL_PARTS` names (KeyError for any other name: nothing else can be asked for)."""
     if name not in LOCAL_PARTS:
         raise KeyError(f"no local part {name!r}; known: {sorted(LOCAL_PARTS)}")
-    return {"attention": _attention_part, "kv_cache": ReferenceKVCache}[name]
+    return {"attention": _attention_part, "kv_cache": ReferenceKVCache, "softmax": _softmax_part,
+            "multi_head_attention": ReferenceMultiHeadAttention}[name]
 
 
 class ReferenceKVCache:
@@ -54,8 +58,38 @@ class ReferenceKVCache:
         return 0 if self.k is None else self.k.shape[2]
 
 
+class ReferenceMultiHeadAttention(torch.nn.Module):
+    """Notebook 04's module with the same four nn.Linear(d_model, d_model) layers W_q, W_k, W_v, W_o, computed by
+    torch's own `multi_head_attention_forward` (so nothing of the exercise is written here): (query, key, value,
+    mask=None) -> (output (B, Lq, d_model), weights (B, h, Lq, Lk)), mask boolean with True = may attend."""
+
+    def __init__(self, d_model: int, num_heads: int, bias: bool = True) -> None:
+        super().__init__()
+        self.num_heads = num_heads
+        self.W_q = torch.nn.Linear(d_model, d_model, bias=bias)
+        self.W_k = torch.nn.Linear(d_model, d_model, bias=bias)
+        self.W_v = torch.nn.Linear(d_model, d_model, bias=bias)
+        self.W_o = torch.nn.Linear(d_model, d_model, bias=bias)
+
+    def forward(self, query, key, value, mask=None):
+        B, Lq, d_model = query.shape
+        Lk, h = key.shape[1], self.num_heads
+        in_bias = None if self.W_q.bias is None else torch.cat([self.W_q.bias, self.W_k.bias, self.W_v.bias])
+        forbidden = None if mask is None else (~mask).expand(B, h, Lq, Lk).reshape(B * h, Lq, Lk)
+        out, weights = torch.nn.functional.multi_head_attention_forward(
+            query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1), d_model, h, None, in_bias, None, None,
+            False, 0.0, self.W_o.weight, self.W_o.bias, training=False, need_weights=True, attn_mask=forbidden,
+            use_separate_proj_weight=True, q_proj_weight=self.W_q.weight, k_proj_weight=self.W_k.weight,
+            v_proj_weight=self.W_v.weight, average_attn_weights=False)
+        return out.transpose(0, 1), weights
+
+
 def _attention_part(q, k, v, mask=None):
     return attention(q, k, v, mask)
+
+
+def _softmax_part(x, dim=-1):
+    return torch.softmax(x, dim=dim)
 
 
 #: The concepts `attention_variants` computes, with what each one does.
