@@ -9,7 +9,8 @@ from torch import nn
 
 from utils.attention_variants import attention
 from utils.diagnose import count_diagnosis
-from utils.grading import CheckFailure, Mistake, expect_pair, load_weights, standing_in
+from utils.grading import (CheckFailure, LocalPart, Mistake, expect_pair, load_weights, local_object, standing_in,
+                           type_name)
 from utils.i18n import N_
 from utils.results import later as _  # words said in the reader's language when shown
 
@@ -18,6 +19,7 @@ SPLIT = N_("4. Splitting the heads")
 BUG = N_("5. The classic silent bug: view without transpose")
 MERGE = N_("6. Merging the heads")
 PIPELINE = N_("7. Multi-head attention, step by step")
+GPT2 = N_("Porting real weights: GPT-2's attention")
 
 # -- the mistake catalogue ----------------------------------------------------------------------------
 # Several entries share a name: the same mistake, made in a different place, explained for that place.
@@ -175,6 +177,53 @@ AVERAGE_WEIGHTS = Mistake(
 )
 
 
+# Porting GPT-2's Conv1D weights (load_gpt2_attention).
+GPT2_NOT_TRANSPOSED = Mistake(
+    "Conv1D weights not transposed",
+    "GPT-2's Conv1D stores its weight input-major, (in, out), and computes x @ W + b; nn.Linear stores (out, in) and "
+    "computes x @ W.T + b, so each block must be transposed on the way in. The blocks are square (d, d), so the "
+    "untransposed copy loads without an error and every projection computes x @ W.T instead of x @ W",
+    GPT2,
+)
+GPT2_ATTN_NOT_TRANSPOSED = Mistake(
+    "Conv1D weights not transposed",
+    "c_proj was transposed but the three blocks of c_attn were not: a Conv1D weight is (in, out), used as x @ W + b, "
+    "and nn.Linear's is (out, in), so W_q, W_k and W_v each need their block transposed as well",
+    GPT2,
+)
+GPT2_PROJ_NOT_TRANSPOSED = Mistake(
+    "c_proj not transposed",
+    "c_proj is a Conv1D too, (in, out) and used as x @ W + b: W_o needs c_proj_weight transposed, like the three "
+    "blocks of c_attn",
+    GPT2,
+)
+GPT2_QKV_ORDER = Mistake(
+    "q, k, v taken in the wrong order",
+    "c_attn's output is q, then k, then v, side by side along its last dim (split(d, dim=-1) returns them in that "
+    "order); W_q must get the first block of d columns, W_k the second, W_v the third, and the same for the bias",
+    GPT2,
+)
+GPT2_WRONG_SPLIT = Mistake(
+    "c_attn split along the wrong dim",
+    "c_attn_weight is (d, 3d): q, k and v sit side by side along its LAST dim, as blocks of d columns. Reshaping it "
+    "to (3, d, d) or cutting it into rows cuts across the three, so each projection gets a mix of q, k and v "
+    "weights",
+    GPT2,
+)
+GPT2_NO_BIAS = Mistake(
+    "biases not copied",
+    "the weights were copied but the biases were not: GPT-2's Conv1D layers add c_attn_bias (3d, split like the "
+    "weight) and c_proj_bias, and W_q, W_k, W_v, W_o kept the biases they were initialised with",
+    GPT2,
+)
+GPT2_NOT_IN_PLACE = Mistake(
+    "the module passed in was not filled",
+    "the module given to load_gpt2_attention still has the weights it was built with: copy GPT-2's weights into "
+    "that module's own layers (in place) and return it, rather than filling a new module or a copy",
+    GPT2,
+)
+
+
 # -- reference implementations (instructor side only) ------------------------------------------------
 def reference_split_heads(x: torch.Tensor, num_heads: int, *, transpose: bool = True, strided: bool = False
                           ) -> torch.Tensor:
@@ -243,6 +292,39 @@ def reference_mha(
     if use_w_o:
         out = linear(out, "W_o")
     return out, weights
+
+
+def reference_gpt2_attention(x, c_attn_weight, c_attn_bias, c_proj_weight, c_proj_bias, n_heads):
+    """GPT-2's causal self-attention as Hugging Face's GPT2Attention computes it (Conv1D: x @ W + b)."""
+    B, L, d = x.shape
+    qkv = torch.addmm(c_attn_bias, x.reshape(-1, d), c_attn_weight).view(B, L, 3 * d)
+    q, k, v = (t.view(B, L, n_heads, d // n_heads).permute(0, 2, 1, 3) for t in qkv.split(d, dim=2))
+    scores = q @ k.transpose(-1, -2) / (v.shape[-1] ** 0.5)
+    causal = torch.ones(L, L, dtype=torch.bool).tril()
+    weights = torch.softmax(torch.where(causal, scores, torch.finfo(scores.dtype).min), dim=-1)
+    out = (weights @ v).permute(0, 2, 1, 3).reshape(B * L, d)
+    return torch.addmm(c_proj_bias, out, c_proj_weight).view(B, L, d)
+
+
+def gpt2_params(c_attn_weight, c_attn_bias, c_proj_weight, c_proj_bias, *, order=(0, 1, 2), transpose_attn=True,
+                transpose_proj=True, rows=False, biases=None) -> dict[str, torch.Tensor]:
+    """Our module's state dict holding GPT-2's weights; the switches reproduce the porting mistakes.
+
+    `order`: which of GPT-2's blocks (0 = q, 1 = k, 2 = v) W_q, W_k, W_v get; `rows`: c_attn_weight cut as
+    reshape(3, d, d) (across q, k and v) instead of into column blocks; `biases`: the biases the module kept
+    (instead of GPT-2's)."""
+    d = c_attn_weight.shape[0]
+    blocks = list(c_attn_weight.reshape(3, d, d) if rows else c_attn_weight.split(d, dim=-1))
+    bias_blocks = list(c_attn_bias.split(d))
+    params = {}
+    for name, i in zip(("W_q", "W_k", "W_v"), order):
+        params[f"{name}.weight"] = (blocks[i].T if transpose_attn else blocks[i]).contiguous()
+        params[f"{name}.bias"] = bias_blocks[i].clone()
+    params["W_o.weight"] = (c_proj_weight.T if transpose_proj else c_proj_weight).contiguous()
+    params["W_o.bias"] = c_proj_bias.clone()
+    if biases is not None:
+        params.update({k: v.clone() for k, v in biases.items()})
+    return params
 
 
 def mha_mistakes(params, query, key, value, mask, num_heads):
@@ -373,6 +455,10 @@ def test_split_heads(check, refs, split_heads):
             mistakes={VIEW_SPLIT: reference_merge_heads(reference_split_heads(x, 6, transpose=False)),
                       STRIDED_SPLIT: reference_merge_heads(reference_split_heads(x, 6, strided=True))},
         )
+    with check("keeps the input's dtype (float64 in, float64 out)", weight=0.5):
+        x = torch.randn(2, 5, 12, dtype=torch.float64)
+        check.close(split_heads(x.clone(), 3), reference_split_heads(x, 3), "split_heads(x in float64, 3)",
+                    mistakes=_split_mistakes(x, 3))
     with check("a width that heads cannot share evenly (D=10, h=4) raises ValueError with a message"):
         try:
             split_heads(torch.randn(2, 3, 10), 4)
@@ -411,6 +497,9 @@ def test_merge_heads(check, refs, merge_heads):
     with check("one head: merge_heads of (B, 1, L, d) is the (B, L, d) inside"):
         x = torch.randn(2, 1, 6, 8)
         check.close(merge_heads(x.clone()), x[:, 0], "merge_heads(x with h=1)")
+    with check("keeps the input's dtype (float64 in, float64 out)", weight=0.5):
+        x = torch.randn(2, 3, 5, 4, dtype=torch.float64)
+        check.close(merge_heads(x.clone()), reference_merge_heads(x), "merge_heads(x in float64)", mistakes=mistakes(x))
     with check("undoes the split: merge_heads(split(x)) == x"):
         for h in (2, 3, 12):
             with check.case():
@@ -517,6 +606,17 @@ def _test_multi_head_attention(check, refs, MultiHeadAttention):
     with check("matches torch.nn.MultiheadAttention with a single head (d_k = d_model)"):
         _against_torch(check, MultiHeadAttention, B=2, Lq=5, Lk=6, d_model=8, num_heads=1, bias=True,
                        mask_kind="padding", self_attention=False)
+    with check("in float64 (module.double() and float64 inputs) the output and the weights are float64", weight=0.5):
+        params = {k: v.double() for k, v in _random_params(torch.Generator().manual_seed(4), 12, bias=True).items()}
+        module = _build(MultiHeadAttention, 12, 3)
+        _load(module, {k: v.float() for k, v in params.items()})
+        module.double()
+        query, key = torch.randn(2, 4, 12, dtype=torch.float64), torch.randn(2, 6, 12, dtype=torch.float64)
+        mask = torch.ones(4, 6, dtype=torch.bool).tril(diagonal=2)
+        params = {k: v.float().double() for k, v in params.items()}  # what the module holds after the round trip
+        out_ref, w_ref = reference_mha(params, query, key, key, mask, 3)
+        with torch.no_grad():
+            _compare(check, module, params, query, key, key, mask, 3, out_ref, w_ref, N_("float64"))
     with check("d_model not divisible by num_heads (10, 4) raises ValueError"):
         try:
             MultiHeadAttention(10, 4)
@@ -567,6 +667,152 @@ def test_mha_parameter_count(check, refs, mha_parameter_count):
                    _("mha_parameter_count(4096, 32, bias=False) returned {n}.").format(n=n))
 
 
+# -- load_gpt2_attention -----------------------------------------------------------------------------------
+_PROJECTIONS = ("W_q", "W_k", "W_v", "W_o")
+
+
+def _gpt2_weights(d: int) -> tuple[torch.Tensor, ...]:
+    """Random GPT-2-shaped weights (every bias nonzero): c_attn (d, 3d) and (3d,), c_proj (d, d) and (d,)."""
+    return (torch.randn(d, 3 * d) / math.sqrt(d), torch.randn(3 * d) * 0.5 + 0.1,
+            torch.randn(d, d) / math.sqrt(d), torch.randn(d) * 0.5 + 0.1)
+
+
+def _module_params(module) -> dict[str, torch.Tensor]:
+    params = {}
+    for name in _PROJECTIONS:
+        layer = getattr(module, name)
+        params[f"{name}.weight"] = layer.weight.detach()
+        params[f"{name}.bias"] = layer.bias.detach()
+    return params
+
+
+def _gpt2_mistakes(weights, before: dict[str, torch.Tensor], got: dict[str, torch.Tensor]) -> dict:
+    """{Mistake: the state dict that mistake loads}. The order of q, k, v is offered as the learner's own order, when
+    their three projections hold three different blocks of c_attn (so a swap is named whichever swap it is)."""
+    import itertools
+
+    biases = {k: v for k, v in before.items() if k.endswith(".bias")}
+    wrong = {
+        GPT2_NOT_TRANSPOSED: gpt2_params(*weights, transpose_attn=False, transpose_proj=False),
+        GPT2_ATTN_NOT_TRANSPOSED: gpt2_params(*weights, transpose_attn=False),
+        GPT2_PROJ_NOT_TRANSPOSED: gpt2_params(*weights, transpose_proj=False),
+        GPT2_WRONG_SPLIT: gpt2_params(*weights, rows=True),
+        GPT2_NO_BIAS: gpt2_params(*weights, biases=biases),
+        GPT2_NOT_IN_PLACE: dict(before),
+    }
+    for order in itertools.permutations(range(3)):
+        if order == (0, 1, 2):
+            continue
+        swapped = gpt2_params(*weights, order=order)
+        if all(got[f"{n}.weight"].shape == swapped[f"{n}.weight"].shape
+               and torch.allclose(got[f"{n}.weight"], swapped[f"{n}.weight"], atol=1e-6) for n in ("W_q", "W_k", "W_v")):
+            wrong[GPT2_QKV_ORDER] = swapped
+            break
+    return wrong
+
+
+def _port(check, load_gpt2_attention, d: int, n_heads: int):
+    """The course's MultiHeadAttention (not the learner's: a bug there costs points there), GPT-2 weights ported
+    into it by the learner's function; returns (module, what came back, the weights, the module's state before)."""
+    module = local_object(load_gpt2_attention, LocalPart("multi_head_attention"))(d, n_heads)
+    before = _module_params(module)
+    weights = _gpt2_weights(d)
+    returned = load_gpt2_attention(module, *(w.clone() for w in weights))
+    return module, returned, weights, before
+
+
+def _offered(wrong: dict, key: str, right: torch.Tensor) -> dict:
+    """The mistakes that predict something other than the right value for this one tensor."""
+    return {m: p[key] for m, p in wrong.items()
+            if p[key].shape != right.shape or not torch.allclose(p[key], right, atol=1e-6)}
+
+
+def _holds(key: str, got: torch.Tensor, weights) -> str:
+    """`key`, saying which block of c_attn it holds when that is one of GPT-2's other blocks (or turned the other way):
+    the learner reads which projection got what."""
+    c_attn_weight, c_attn_bias = weights[0], weights[1]
+    d = c_attn_weight.shape[0]
+    names = (N_("queries"), N_("keys"), N_("values"))
+    blocks = c_attn_weight.split(d, dim=-1) if key.endswith(".weight") else c_attn_bias.split(d)
+    own = {"W_q": 0, "W_k": 1, "W_v": 2}.get(key.split(".")[0])
+    for i, block in enumerate(blocks):
+        for turned in ((True, False) if key.endswith(".weight") else (False,)):
+            candidate = block.T if turned else block
+            if (i, turned) == (own, key.endswith(".weight")) or got.shape != candidate.shape:
+                continue
+            if torch.allclose(got, candidate, atol=1e-6):
+                if not key.endswith(".weight"):
+                    return _("{key} (it holds the {block} part of c_attn_bias)").format(key=key, block=_(names[i]))
+                how = _("turned the nn.Linear way") if turned else _("as GPT-2 stores it, (in, out)")
+                return _("{key} (it holds the {block} block of c_attn_weight, {how})").format(
+                    key=key, block=_(names[i]), how=how)
+    return key
+
+
+def test_load_gpt2_attention(check, refs, load_gpt2_attention):
+    configs = [(24, 4, 2, 7), (12, 3, 3, 5), (16, 1, 2, 6)]  # (d, n_heads, B, L): the largest first
+    with check("the ported module computes GPT-2's causal attention (hidden random weights, several d and n_heads, "
+               "nonzero biases)", weight=2):
+        for d, n_heads, B, L in configs:
+            with check.case():
+                module, _returned, weights, before = _port(check, load_gpt2_attention, d, n_heads)
+                got = _module_params(module)
+                x = torch.randn(B, L, d)
+                causal = torch.ones(L, L, dtype=torch.bool).tril()
+                with torch.no_grad():
+                    out, _w = expect_pair(module(x, x, x, mask=causal), "MultiHeadAttention.forward")
+                wrong = _gpt2_mistakes(weights, before, got)
+                check.close(out, reference_gpt2_attention(x, *weights, n_heads),
+                            _("output of the ported module (d={d}, {h} heads)").format(d=d, h=n_heads),
+                            mistakes=lambda: {m: reference_mha(p, x, x, x, causal, n_heads)[0]
+                                              for m, p in wrong.items()})
+    with check("each of W_q, W_k, W_v, W_o holds its own part of GPT-2's weights (weight and bias)"):
+        d, n_heads = 12, 3
+        module, _returned, weights, before = _port(check, load_gpt2_attention, d, n_heads)
+        got = _module_params(module)
+        right = gpt2_params(*weights)
+        wrong = _gpt2_mistakes(weights, before, got)
+        for name in _PROJECTIONS:
+            for part in ("weight", "bias"):
+                with check.case():
+                    key = f"{name}.{part}"
+                    check.close(got[key], right[key], _holds(key, got[key], weights),
+                                mistakes=_offered(wrong, key, right[key]))
+    with check("returns the module it was given, filled in place", weight=0.5):
+        module, returned, weights, _before = _port(check, load_gpt2_attention, 8, 2)
+        check.true(isinstance(returned, nn.Module),
+                   _("load_gpt2_attention returned {type}; return the module it was given (filled in).").format(
+                       type=type_name(returned)))
+        ported = gpt2_params(*weights)
+        check.close(_module_params(module)["W_o.weight"], ported["W_o.weight"], "W_o.weight of the module passed in")
+        check.close(_module_params(returned)["W_o.weight"], ported["W_o.weight"], "W_o.weight of the module returned")
+    with check("copies values into the module's own parameters: given float64 weights, they stay float32", weight=0.5):
+        module = local_object(load_gpt2_attention, LocalPart("multi_head_attention"))(8, 2)
+        weights = _gpt2_weights(8)
+        load_gpt2_attention(module, *(w.double() for w in weights))
+        got = _module_params(module)
+        changed = sorted(k for k, v in got.items() if v.dtype != torch.float32)
+        check.true(not changed, _("after porting float64 weights, {names} are no longer float32: the port replaced the "
+                                  "module's parameters with the caller's tensors (or new ones) instead of copying the "
+                                  "values into them; load_state_dict or copy_ keep the module's own dtype and "
+                                  "memory.").format(names=", ".join(changed)))
+        right = {k: v.float() for k, v in gpt2_params(*(w.double() for w in weights)).items()}
+        for key in ("W_q.weight", "W_o.weight"):
+            check.close(got[key].float(), right[key], key)
+    with check("the module still trains: gradients reach every ported weight", weight=0.5):
+        module, _returned, _weights, _before = _port(check, load_gpt2_attention, 8, 2)
+        x = torch.randn(2, 4, 8)
+        out, _w = expect_pair(module(x, x, x), "MultiHeadAttention.forward")
+        frozen = _("no gradient reached {name}.weight after the port: copy the values into the module's own "
+                   "parameters (under torch.no_grad(), or with load_state_dict) and leave them requiring grad, rather "
+                   "than replacing or freezing them.")
+        check.true(bool(out.requires_grad), frozen.format(name="W_o"))
+        out.sum().backward()
+        for name in _PROJECTIONS:
+            grad = getattr(module, name).weight.grad
+            check.true(isinstance(grad, torch.Tensor) and bool(grad.abs().sum() > 0), frozen.format(name=name))
+
+
 def test_multi_head_attention(check, refs, MultiHeadAttention):
     """Graded on its own: the split_heads and merge_heads it calls are the reference ones (their bugs cost points there)."""
     def split_heads(x, num_heads):
@@ -597,5 +843,6 @@ HIDDEN_TESTS = {
     "split_heads": test_split_heads,
     "merge_heads": test_merge_heads,
     "MultiHeadAttention": test_multi_head_attention,
+    "load_gpt2_attention": test_load_gpt2_attention,
     "mha_parameter_count": test_mha_parameter_count,
 }

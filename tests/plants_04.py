@@ -72,6 +72,39 @@ MISTAKES = [
      "exercise": "MultiHeadAttention", "mistake": "a projection shared between Q, K and V"},
     {"cell": "mha_parameter_count", "old": "return 4 * per_projection", "new": "return num_heads * 4 * per_projection",
      "exercise": "mha_parameter_count", "mistake": "projections counted once per head"},
+    # load_gpt2_attention: GPT-2's Conv1D weights are (in, out); nn.Linear's are (out, in).
+    {"cell": "load_gpt2_attention",
+     "old": '"W_o.weight": c_proj_weight.T', "new": '"W_o.weight": c_proj_weight',
+     "exercise": "load_gpt2_attention", "mistake": "c_proj not transposed"},
+    {"cell": "load_gpt2_attention",
+     "old": '"W_o.weight": c_proj_weight.T, "W_o.bias": c_proj_bias}  # Conv1D (in, out) -> nn.Linear (out, in)\n'
+            '    blocks = zip(("W_q", "W_k", "W_v"), c_attn_weight.split(d, dim=-1), c_attn_bias.split(d))  # q, k, v side by side\n'
+            '    for name, weight, bias in blocks:                   # weight (d, d) as (in, out), bias (d,)\n'
+            '        ported[f"{name}.weight"], ported[f"{name}.bias"] = weight.T, bias',
+     "new": '"W_o.weight": c_proj_weight, "W_o.bias": c_proj_bias}\n'
+            '    blocks = zip(("W_q", "W_k", "W_v"), c_attn_weight.split(d, dim=-1), c_attn_bias.split(d))\n'
+            '    for name, weight, bias in blocks:\n'
+            '        ported[f"{name}.weight"], ported[f"{name}.bias"] = weight, bias',
+     "exercise": "load_gpt2_attention", "mistake": "Conv1D weights not transposed"},
+    {"cell": "load_gpt2_attention", "old": '("W_q", "W_k", "W_v")', "new": '("W_k", "W_q", "W_v")',
+     "exercise": "load_gpt2_attention", "mistake": "q, k, v taken in the wrong order"},
+    # (d, 3d) reshaped to (3, d, d): it cuts rows, across q, k and v, instead of the column blocks
+    {"cell": "load_gpt2_attention", "old": "c_attn_weight.split(d, dim=-1)", "new": "c_attn_weight.reshape(3, d, d)",
+     "exercise": "load_gpt2_attention", "mistake": "c_attn split along the wrong dim"},
+    # the weights copied in place under no_grad, the biases forgotten
+    {"cell": "load_gpt2_attention",
+     "old": '    ported = {"W_o.weight": c_proj_weight.T, "W_o.bias": c_proj_bias}',
+     "new": '    with torch.no_grad():\n'
+            '        for layer, weight in zip((mha.W_q, mha.W_k, mha.W_v), c_attn_weight.split(d, dim=-1)):\n'
+            '            layer.weight.copy_(weight.T)\n'
+            '        mha.W_o.weight.copy_(c_proj_weight.T)\n'
+            '    return mha\n'
+            '    ported = {"W_o.weight": c_proj_weight.T, "W_o.bias": c_proj_bias}',
+     "exercise": "load_gpt2_attention", "mistake": "biases not copied"},
+    # a filled copy returned, the module passed in left as it was
+    {"cell": "load_gpt2_attention", "old": "    mha.load_state_dict(ported)",
+     "new": "    import copy\n    mha = copy.deepcopy(mha)\n    mha.load_state_dict(ported)",
+     "exercise": "load_gpt2_attention", "mistake": "the module passed in was not filled"},
 ]
 
 VARIANTS = [
@@ -86,6 +119,15 @@ VARIANTS = [
     {"cell": "MultiHeadAttention", "old": "heads = weights @ v", "new": "heads = torch.einsum('bhqk,bhkd->bhqd', weights, v)"},
     {"cell": "mha_parameter_count", "old": "return 4 * per_projection",
      "new": "return sum(n * d_model for n in (d_model, d_model, d_model, d_model)) + (4 * d_model if bias else 0)"},
+    # load_gpt2_attention: chunk for split, slices for the bias, contiguous copies, copy_ under no_grad
+    {"cell": "load_gpt2_attention", "old": "c_attn_weight.split(d, dim=-1)", "new": "c_attn_weight.chunk(3, dim=1)"},
+    {"cell": "load_gpt2_attention", "old": "c_attn_bias.split(d)",
+     "new": "(c_attn_bias[:d], c_attn_bias[d:2 * d], c_attn_bias[2 * d:])"},
+    {"cell": "load_gpt2_attention", "old": "weight.T, bias", "new": "weight.t().contiguous(), bias.clone()"},
+    {"cell": "load_gpt2_attention", "old": "    mha.load_state_dict(ported)",
+     "new": "    with torch.no_grad():\n"
+            "        for key, value in ported.items():\n"
+            "            mha.get_parameter(key).copy_(value)"},
 ]
 
 # Mistakes the catalogue does not know: the generic diagnosis (utils/diagnose.py) must say what they are.
@@ -115,4 +157,42 @@ DIAGNOSED = [
     # the heads added up instead of put side by side
     {"cell": "merge_heads", "old": "return x.transpose(1, 2).reshape(B, L, h * d)", "new": "return x.sum(1)",
      "exercise": "merge_heads", "diagnosis": "pieces of size"},
+]
+
+# Mistakes that must lose points and get no catalogue name; `feedback` must appear in the exercise's feedback.
+UNNAMED = [
+    # the caller's tensor transposed in place (t_() instead of .T)
+    {"cell": "load_gpt2_attention", "old": '"W_o.weight": c_proj_weight.T', "new": '"W_o.weight": c_proj_weight.t_()',
+     "exercise": "load_gpt2_attention", "feedback": "in place"},
+    # copy_ into a parameter outside torch.no_grad(): autograd refuses
+    {"cell": "load_gpt2_attention", "old": "    mha.load_state_dict(ported)",
+     "new": "    for key, value in ported.items():\n"
+            "        mha.get_parameter(key).copy_(value)",
+     "exercise": "load_gpt2_attention", "feedback": "leaf Variable"},
+    # the module frozen to copy into it, and left frozen: it no longer trains
+    {"cell": "load_gpt2_attention", "old": "    mha.load_state_dict(ported)",
+     "new": "    mha.requires_grad_(False).load_state_dict(ported)",
+     "exercise": "load_gpt2_attention", "feedback": "no gradient reached"},
+    # split along the first dim: one (d, 3d) piece, which cannot load
+    {"cell": "load_gpt2_attention", "old": "c_attn_weight.split(d, dim=-1)", "new": "c_attn_weight.split(d, dim=0)",
+     "exercise": "load_gpt2_attention", "feedback": "size mismatch"},
+]
+
+UNNAMED += [
+    # the parameters replaced by new ones made from the caller's tensors: they take the caller's dtype (and memory)
+    {"cell": "load_gpt2_attention", "old": "    mha.load_state_dict(ported)",
+     "new": "    for key, value in ported.items():\n"
+            "        layer, attribute = key.split('.')\n"
+            "        setattr(getattr(mha, layer), attribute, nn.Parameter(value))",
+     "exercise": "load_gpt2_attention", "feedback": "no longer float32"},
+]
+
+# float64 in, float32 out: a .float() that the dtype checks catch
+DIAGNOSED += [
+    {"cell": "split_heads", "old": "return x.view(", "new": "return x.float().view(",
+     "exercise": "split_heads", "diagnosis": "the dtype is torch.float32"},
+    {"cell": "merge_heads", "old": "return x.transpose(1, 2)", "new": "return x.float().transpose(1, 2)",
+     "exercise": "merge_heads", "diagnosis": "the dtype is torch.float32"},
+    {"cell": "MultiHeadAttention", "old": "return output, weights", "new": "return output.float(), weights.float()",
+     "exercise": "MultiHeadAttention", "diagnosis": "the dtype is torch.float32"},
 ]

@@ -43,6 +43,10 @@ CASES = [
     ("04_multi_head_attention",
      {"cell": "merge_heads", "old": "x.transpose(1, 2).reshape(B, L, h * d)", "new": "x.reshape(B, L, h * d)",
       "exercise": "merge_heads"}, "MultiHeadAttention"),
+    # load_gpt2_attention ports into the course's module: a wrong MultiHeadAttention costs nothing there
+    ("04_multi_head_attention",
+     {"cell": "MultiHeadAttention", "old": "math.sqrt(self.d_k)", "new": "math.sqrt(self.d_model)",
+      "exercise": "MultiHeadAttention"}, "load_gpt2_attention"),
     ("05_positional_encoding",
      {"cell": "sinusoidal_encoding", "old": "10000.0 ** (-2 * i / d_model)", "new": "1000.0 ** (-2 * i / d_model)",
       "exercise": "sinusoidal_encoding"}, "PositionalEncoding"),
