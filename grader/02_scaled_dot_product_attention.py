@@ -532,6 +532,214 @@ def test_self_attention(check, refs, SelfAttention):
         _gradients_reach_the_projections(check, SelfAttention)
 
 
+# -- name_the_bug: which implementation made this output? ----------------------------------------------------
+NAME_BUG = N_("Exercise 2 — name the bug")
+
+#: The labels, as the notebook's locked cell gives them to the learner (the same strings, in the same order).
+BUGS = ("correct", "no scaling", "scaled by d_k", "softmax over the queries", "weights times keys", "something else")
+
+#: How each label's output is made (through `attention`'s switches); "something else" is made below.
+_LABEL_SWITCHES = {
+    "correct": {},
+    "no scaling": {"divisor": 1.0},
+    "scaled by d_k": {"divisor": None},  # filled with float(d_k) per input
+    "softmax over the queries": {"softmax_dim": -2},
+    "weights times keys": {"read_keys": True},
+}
+
+EXACT_COMPARE = Mistake(
+    "outputs compared exactly, or with too tight a tolerance",
+    "outputs that one of the listed implementations made were not recognised: two float32 computations of the same "
+    "formula (another order of operations, another kernel, a float64 run rounded to float32) differ in the last "
+    "bits, so == and torch.equal almost never hold, and torch.allclose's default atol (1e-8) is too tight for "
+    "entries near 0. Compare with a tolerance well above float32's rounding and well below the gap between two "
+    "implementations, e.g. atol=1e-4",
+    NAME_BUG,
+)
+SCALES_SWAPPED = Mistake(
+    "'no scaling' and 'scaled by d_k' swapped",
+    "the output of the unscaled attention was named 'scaled by d_k' and the 1/d_k one 'no scaling': the two "
+    "implementations were mixed up. No scaling divides by 1 (the raw q·k, sharp weights); 'scaled by d_k' divides by "
+    "d_k instead of sqrt(d_k) (weights closer to uniform)",
+    NAME_BUG,
+)
+CORRECT_BY_DEFAULT = Mistake(
+    "'correct' by default",
+    "an output that none of the listed implementations made was named 'correct': 'correct' must be a match with the "
+    "correct attention like every other label, and an output that matches nothing is 'something else'",
+    NAME_BUG,
+)
+FIXED_AXIS = Mistake(
+    "an axis counted from the front",
+    "the answers are right for inputs with one number of leading dims and wrong for another: an axis counted from "
+    "the front (dim=0 or dim=1, k.T, transpose(0, 1)) moves when a batch or head axis is added. Count from the "
+    "end: the queries are dim=-2, the keys' last two axes are transpose(-2, -1)",
+    NAME_BUG,
+)
+
+
+def _bug_output(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, label: str) -> torch.Tensor:
+    """What the implementation labelled `label` returns, computed in float64 and rounded to float32 (as another
+    implementation's float32 output would differ from the learner's in the last bits)."""
+    q64, k64, v64 = q.double(), k.double(), v.double()
+    switches = dict(_LABEL_SWITCHES[label])
+    if label == "scaled by d_k":
+        switches["divisor"] = float(q.shape[-1])
+    return attention(q64, k64, v64, **switches)[0].to(q.dtype)
+
+
+def _something_else(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kind: int) -> torch.Tensor:
+    """An output that none of the listed implementations makes: two of the bugs at once, or the scores divided by
+    sqrt(Lk) (the number of keys, not the width)."""
+    q64, k64, v64 = q.double(), k.double(), v.double()
+    if kind == 0:  # no scaling and weights times keys together
+        return attention(q64, k64, v64, divisor=1.0, read_keys=True)[0].to(q.dtype)
+    if kind == 1:  # softmax over the queries, and no scaling
+        return attention(q64, k64, v64, divisor=1.0, softmax_dim=-2)[0].to(q.dtype)
+    return attention(q64, k64, v64, divisor=math.sqrt(k.shape[-2]))[0].to(q.dtype)
+
+
+def _separated(outputs: dict[str, torch.Tensor], float32: dict[str, torch.Tensor], gap: float = 0.05,
+               rounding: float = 1e-5) -> bool:
+    """Every two outputs of the same shape differ by more than `gap` somewhere, and each label's float32 computation
+    (the learner's likely one) is within `rounding` of the float64-made output: any tolerance between the two works."""
+    labels = list(outputs)
+    for i, a in enumerate(labels):
+        for b in labels[i + 1:]:
+            if outputs[a].shape == outputs[b].shape and float((outputs[a] - outputs[b]).abs().max()) <= gap:
+                return False
+    return all(float((float32[label] - outputs[label]).abs().max()) < rounding for label in float32)
+
+
+def _float32_candidates(q, k, v) -> dict[str, torch.Tensor]:
+    """The listed implementations computed in float32, the plain way."""
+    d_k = q.shape[-1]
+    scores = q @ k.transpose(-2, -1)
+    return {"correct": torch.softmax(scores / math.sqrt(d_k), dim=-1) @ v,
+            "no scaling": torch.softmax(scores, dim=-1) @ v,
+            "scaled by d_k": torch.softmax(scores / d_k, dim=-1) @ v,
+            "softmax over the queries": torch.softmax(scores / math.sqrt(d_k), dim=-2) @ v,
+            "weights times keys": torch.softmax(scores / math.sqrt(d_k), dim=-1) @ k}
+
+
+#: Hidden shapes (leading dims, Lq, Lk, d_k, d_v): 0 to 2 leading dims, d_k never 1 (where 1/d_k = 1/sqrt(d_k)),
+#: d_v = d_k in some (the shape cannot tell "weights times keys" there), one query alone in one; and which
+#: "something else" each gets (`_something_else`'s kind: sqrt(Lk) only where Lk is far from d_k, 1 and d_k²).
+_BUG_SHAPES = [((2, 3), 6, 5, 4, 4, 0), ((3,), 4, 9, 16, 16, 2), ((), 5, 7, 8, 6, 1), ((2,), 1, 6, 8, 5, 0),
+               ((2, 2), 7, 11, 32, 32, 1), ((), 3, 10, 2, 2, 2)]
+#: Leading dims a 2-D input is also given with, copied (the same numbers): a right answer cannot depend on them.
+_COPIES = [(2,), (2, 3)]
+
+
+def _bug_cases(g: torch.Generator | None = None) -> list[tuple[tuple[torch.Tensor, ...], str, int, int]]:
+    """[((q, k, v, output), label, number of leading dims, family)] for every hidden shape and label, in a random
+    order; the cases of one family hold the same numbers with 0, 1 or 2 leading dims (copies of a 2-D input)."""
+    cases = []
+    for i, (lead, Lq, Lk, d_k, d_v, kind) in enumerate(_BUG_SHAPES):
+        for _attempt in range(50):  # redraw until no two labels nearly coincide on this input
+            q = torch.randn(*lead, Lq, d_k, generator=g)
+            k = torch.randn(*lead, Lk, d_k, generator=g)
+            v = torch.randn(*lead, Lk, d_v, generator=g)
+            outputs = {label: _bug_output(q, k, v, label) for label in _LABEL_SWITCHES}
+            outputs["something else"] = _something_else(q, k, v, kind)
+            if _separated(outputs, _float32_candidates(q, k, v)):
+                break
+        else:
+            raise RuntimeError(f"no input of shape {_BUG_SHAPES[i]} keeps the labels apart")  # the grader's bug
+        for label, out in outputs.items():
+            cases.append(((q, k, v, out), label, len(lead), i))
+            if not lead:
+                for copies in _COPIES:
+                    copied = tuple(t.expand(*copies, *t.shape).clone() for t in (q, k, v))
+                    made = _something_else(*copied, kind) if label == "something else" else _bug_output(*copied, label)
+                    cases.append(((*copied, made), label, len(copies), i))
+    order = torch.randperm(len(cases), generator=g).tolist()
+    return [cases[j] for j in order]
+
+
+def test_name_the_bug(check, refs, name_the_bug):
+    answers = []  # (label, what the learner's function said, leading dims, family)
+    errors: dict[str, BaseException] = {}
+    with standing_in(name_the_bug, scaled_dot_product_attention=_reference_parts()["scaled_dot_product_attention"]):
+        for (q, k, v, out), label, lead, family in _bug_cases():
+            inputs = (q.clone(), k.clone(), v.clone(), out.clone())
+            try:
+                said = name_the_bug(*inputs)
+            except (NotImplementedError, CheckTimeout):
+                raise
+            except Exception as exc:  # noqa: BLE001 - one input's crash fails the checks of its label only
+                errors.setdefault(label, exc)
+                said = exc
+            answers.append((label, said, lead, family))
+            if not all(torch.equal(a, b) for a, b in zip(inputs, (q, k, v, out))):
+                errors.setdefault("changed", CheckFailure(_(
+                    "name_the_bug changed its inputs in place; the caller still needs them.")))
+
+    wrong = [(label, said) for label, said, _lead, _family in answers if said != label]
+    said_labels = {said if isinstance(said, str) else None for _label, said, _lead, _family in answers}
+    by_content: dict[tuple[str, int], set] = {}
+    for label, said, _lead, family in answers:
+        by_content.setdefault((label, family), set()).add(said if isinstance(said, str) else type(said).__name__)
+    # the catalogued mistake that explains every wrong answer, if one does
+    mistake = None
+    missed = [label != "something else" and said == "something else" for label, said in wrong]
+    fell_through = [said == "correct" for _label, said in wrong]  # nothing matched, and the default was "correct"
+    if any(len(said) > 1 for said in by_content.values()):
+        mistake = FIXED_AXIS  # the same numbers got different names with another number of leading dims
+    elif wrong and all({label, said} == {"no scaling", "scaled by d_k"} for label, said in wrong):
+        mistake = SCALES_SWAPPED
+    elif wrong and all(label == "something else" and said == "correct" for label, said in wrong):
+        mistake = CORRECT_BY_DEFAULT
+    elif wrong and (all(missed) or (all(fell_through) and len(said_labels) == 1)):
+        mistake = EXACT_COMPARE
+
+    def verdict(label: str, text: str) -> None:
+        if label in errors:
+            exc = errors[label]
+            raise CheckFailure(_("name_the_bug raised {error} on an output made by '{label}': {message}").format(
+                error=type(exc).__name__, label=label, message=exc), mistake)
+        for want, said, lead, _family in answers:
+            if want != label:
+                continue
+            if not isinstance(said, str) or said not in BUGS:
+                raise CheckFailure(_("name_the_bug returned {said!r}, which is not one of the labels in BUGS.").format(
+                    said=said))
+            message = text
+            if said == "something else" and want != "something else":  # the output is within 1e-5 of `want`'s
+                message = _("the output of '{want}' (leading dims: {lead}) was named 'something else', though it is within "
+                         "1e-5 of that implementation computed in float32: a comparison that finds no match there is "
+                         "too strict.")
+            check.true(said == want, message.format(said=said, lead=lead, want=want), mistake)
+
+    def only(label: str) -> None:
+        """No output of another implementation was given `label`."""
+        for want, said, lead, _family in answers:
+            check.true(said != label or want == label,
+                       _("the output of '{want}' (leading dims: {lead}) was named '{said}'.").format(
+                           want=want, lead=lead, said=said), mistake)
+
+    with check("names a correct attention's output 'correct' (several shapes, 0 to 2 leading dims), and no other"):
+        verdict("correct", _("a correct attention's output (leading dims: {lead}) was named '{said}'."))
+        only("correct")
+    with check("names the output of attention without the 1/sqrt(d_k) 'no scaling'"):
+        verdict("no scaling", _("the output of attention without scaling (leading dims: {lead}) was named '{said}'."))
+    with check("names the output of attention divided by d_k instead of sqrt(d_k) 'scaled by d_k'"):
+        verdict("scaled by d_k", _("the output of attention divided by d_k (leading dims: {lead}) was named '{said}'."))
+    with check("names the output of a softmax over the queries (dim=-2) 'softmax over the queries'"):
+        verdict("softmax over the queries",
+                _("the output of a softmax over the queries (leading dims: {lead}) was named '{said}'."))
+    with check("names 'weights times keys', also where d_v = d_k and the shape cannot tell"):
+        verdict("weights times keys", _("the output of weights @ k (leading dims: {lead}) was named '{said}'."))
+    with check("says 'something else' for outputs none of these made (two bugs at once, a divisor of sqrt(Lk)), "
+               "and only for those"):
+        verdict("something else", _("an output that none of the listed implementations makes (leading dims: {lead}) "
+                                    "was named '{said}'."))
+        only("something else")
+    with check("leaves its inputs unchanged", weight=0.5):
+        if "changed" in errors:
+            raise errors["changed"]
+
+
 def _reference_parts():
     def scaled_dot_product_attention(q, k, v, mask=None):
         return reference_sdpa(q, k, v, mask)
@@ -540,9 +748,10 @@ def _reference_parts():
 
 
 # While grading, the visible checks of a composite exercise run with these parts standing in for the learner's.
-STAND_INS = {"SelfAttention": _reference_parts}
+STAND_INS = {"name_the_bug": _reference_parts, "SelfAttention": _reference_parts}
 
 HIDDEN_TESTS = {
     "scaled_dot_product_attention": test_scaled_dot_product_attention,
+    "name_the_bug": test_name_the_bug,
     "SelfAttention": test_self_attention,
 }

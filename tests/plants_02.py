@@ -65,6 +65,31 @@ MISTAKES = [
      "exercise": "SelfAttention", "mistake": "mask not passed on"},
     {"cell": "SelfAttention", "old": "self.W_v = nn.Linear(d_model, d_v)", "new": "self.W_v = nn.Linear(d_model, d_k)",
      "exercise": "SelfAttention", "mistake": "W_v sized d_k instead of d_v"},
+    # name_the_bug: the two scales' implementations mixed up
+    {"cell": "name_the_bug", "old": '"no scaling": attend(1.0, -1, v),\n        "scaled by d_k": attend(width, -1, v),',
+     "new": '"no scaling": attend(width, -1, v),\n        "scaled by d_k": attend(1.0, -1, v),',
+     "exercise": "name_the_bug", "mistake": "'no scaling' and 'scaled by d_k' swapped"},
+    # name_the_bug: == on float32 results of different implementations (and allclose's default atol, almost as strict)
+    {"cell": "name_the_bug", "old": "torch.allclose(candidate, output, rtol=1e-4, atol=1e-4)",
+     "new": "torch.equal(candidate, output)",
+     "exercise": "name_the_bug", "mistake": "outputs compared exactly, or with too tight a tolerance"},
+    {"cell": "name_the_bug", "old": "torch.allclose(candidate, output, rtol=1e-4, atol=1e-4)",
+     "new": "torch.allclose(candidate, output)",
+     "exercise": "name_the_bug", "mistake": "outputs compared exactly, or with too tight a tolerance"},
+    # name_the_bug: an exact comparison and "correct" as the fall-through: every output is called correct
+    {"cell": "name_the_bug",
+     "old": 'torch.allclose(candidate, output, rtol=1e-4, atol=1e-4):\n            return label\n    return "something else"',
+     "new": 'bool((candidate == output).all()):\n            return label\n    return "correct"',
+     "exercise": "name_the_bug", "mistake": "outputs compared exactly, or with too tight a tolerance"},
+    # name_the_bug: no "something else": whatever matches nothing is called correct
+    {"cell": "name_the_bug", "old": '    return "something else"', "new": '    return "correct"',
+     "exercise": "name_the_bug", "mistake": "'correct' by default"},
+    # name_the_bug: the queries' axis, or the transpose, counted from the front: right for 2-D inputs only
+    {"cell": "name_the_bug", "old": '"softmax over the queries": attend(math.sqrt(width), -2, v),',
+     "new": '"softmax over the queries": attend(math.sqrt(width), 0, v),',
+     "exercise": "name_the_bug", "mistake": "an axis counted from the front"},
+    {"cell": "name_the_bug", "old": "raw = q @ k.transpose(-2, -1)", "new": "raw = q @ k.T",
+     "exercise": "name_the_bug", "mistake": "an axis counted from the front"},
 ]
 
 # Correct answers written differently must keep full marks (all applied together).
@@ -80,6 +105,13 @@ VARIANTS = [
      "new": "source = context if context is not None else x"},
     {"cell": "SelfAttention", "old": "self.W_v = nn.Linear(d_model, d_v)",
      "new": "self.W_v = nn.Linear(in_features=d_model, out_features=d_v, bias=True)"},
+    # name_the_bug: torch's attention for two candidates, and a hand-written tolerance
+    {"cell": "name_the_bug", "old": '"correct": attend(math.sqrt(width), -1, v),',
+     "new": '"correct": F.scaled_dot_product_attention(q, k, v),'},
+    {"cell": "name_the_bug", "old": '"no scaling": attend(1.0, -1, v),',
+     "new": '"no scaling": F.scaled_dot_product_attention(q, k, v, scale=1.0),'},
+    {"cell": "name_the_bug", "old": "candidate.shape == output.shape and torch.allclose(candidate, output, rtol=1e-4, atol=1e-4)",
+     "new": "candidate.shape == output.shape and bool((candidate - output).abs().max() < 1e-3)"},
 ]
 
 # Mistakes the catalogue does not know: the generic diagnosis (utils/diagnose.py) must say what they are.
@@ -124,4 +156,7 @@ UNNAMED = [
     {"cell": "scaled_dot_product_attention", "old": "return weights @ v, weights",
      "new": "return weights.detach() @ v, weights", "exercise": "scaled_dot_product_attention",
      "feedback": "a value detached in part"},
+    # name_the_bug: no shape check before allclose: "weights times keys" has d_k features, and the comparison raises
+    {"cell": "name_the_bug", "old": "candidate.shape == output.shape and torch.allclose(",
+     "new": "torch.allclose(", "exercise": "name_the_bug", "feedback": "must match the size of tensor"},
 ]
