@@ -7,6 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from utils.blocks import ProbeLayer
 from utils.grading import HALF_TOLERANCE, CheckFailure, Mistake, identify, standing_in
 from utils.i18n import N_
 from utils.results import later as _  # words said in the reader's language when shown
@@ -18,6 +19,7 @@ S_PAD = N_("4. Padding masks")
 S_WINDOW = N_("5. Sliding-window (local) masks")
 S_INF = N_("6. -inf, -1e9, and the row with nothing to attend to")
 S_COMBINE = N_("7. Combining masks")
+S_PROOF = N_("8. Proving a mask with gradients")
 
 UPPER = Mistake(
     "upper vs lower triangle",
@@ -101,6 +103,47 @@ QUERY_PAD = Mistake(
     "padding on the query axis",
     "the key lengths were applied to the queries (rows) instead of the keys (columns) — the mask must be (B, 1, 1, Lk) before it spreads over queries",
     S_COMBINE,
+)
+
+SUMMED_OUTPUT = Mistake(
+    "one backward of the summed output",
+    "a single backward pass of layer(x).sum() gives one gradient of x's shape: the influence of each input on all "
+    "outputs together (one number per input position), not on each output t. Take the gradient of every output "
+    "element separately (or the whole Jacobian) and keep the rows apart",
+    S_PROOF,
+)
+SUMMED_FEATURES = Mistake(
+    "output features summed before the gradient",
+    "the gradient of y[t].sum() is the sum of the Jacobian block's rows, not the block: its norm is not the block's "
+    "Frobenius norm, and it can be 0 where the output does depend on the input (a softmax's or a LayerNorm's "
+    "outputs sum to a constant). Differentiate each output element y[t, a]",
+    S_PROOF,
+)
+ACCUMULATED = Mistake(
+    "gradients accumulated between rows",
+    ".backward() adds into x.grad, so each row also carries the gradients of the rows before it: reset x.grad "
+    "(x.grad = None) before each backward, or use torch.autograd.grad, which returns the gradient instead of "
+    "adding it",
+    S_PROOF,
+)
+TRANSPOSED = Mistake(
+    "rows and columns swapped",
+    "entry [t, s] must be the influence of input s on output t: rows are outputs, columns inputs (so a causal "
+    "layer's matrix is zero above the diagonal, not below)",
+    S_PROOF,
+)
+ABS_SUM = Mistake(
+    "sum of absolute values instead of the Frobenius norm",
+    "the zero pattern is right, but the size of a Jacobian block is defined here as its Frobenius norm, the square "
+    "root of the sum of the squares of its d' x d entries, not the sum of their absolute values",
+    S_PROOF,
+)
+GRAD_LEFT = Mistake(
+    "gradients left on the layer",
+    ".backward() stores a gradient in the .grad of every parameter the output depends on, and a training step "
+    "would later use it: use torch.autograd.grad (or torch.autograd.functional.jacobian / torch.func.jacrev), "
+    "which returns gradients without storing them",
+    S_PROOF,
 )
 
 
@@ -483,6 +526,91 @@ def _test_build_attention_mask(check, refs, build_attention_mask):
                                         QUERY_PAD: ref_build(lens, 3, 5, query_axis=True).long()}))
 
 
+def ref_jacobian(layer, x: torch.Tensor) -> torch.Tensor:
+    """(L, d', L, d): d layer(x)[t, a] / d x[s, b]."""
+    return torch.autograd.functional.jacobian(layer, x)
+
+
+def ref_influence(jac: torch.Tensor) -> torch.Tensor:
+    """(L, L): [t, s] = Frobenius norm of the (d', d) block d y[t] / d x[s]."""
+    return jac.norm(dim=(1, 3))
+
+
+def _influence_mistakes(jac: torch.Tensor) -> dict[Mistake, torch.Tensor]:
+    """What each catalogued mistake of `influence` returns, from the reference Jacobian (L, d', L, d)."""
+    L, d_out, _L, d = jac.shape
+    summed = jac.sum(dim=(0, 1)).norm(dim=-1)  # (L,): one backward of y.sum()
+    accumulated = jac.reshape(L * d_out, L, d).cumsum(dim=0).reshape(L, d_out, L, d)  # x.grad never reset
+    expected = ref_influence(jac)
+    outputs = {TRANSPOSED: expected.T, ABS_SUM: jac.abs().sum(dim=(1, 3)), SUMMED_FEATURES: jac.sum(dim=1).norm(dim=-1),
+               SUMMED_OUTPUT: summed.expand(L, L), ACCUMULATED: ref_influence(accumulated)}
+    return {m: out for m, out in outputs.items() if not torch.allclose(out, expected, atol=1e-5, rtol=1e-4)}
+
+
+# (kind, L, d, d_out): a causal attention, a full one, a leaky one (mask off by one) and a per-position MLP whose
+# outputs sum to 1 (so the gradient of y[t].sum() is 0 there); largest and most discriminating first.
+INFLUENCE_CASES = (("leaky", 7, 4, 3), ("causal", 6, 3, 5), ("full", 5, 4, 4), ("per_position", 6, 3, 4))
+
+
+def _probe(ProbeLayer_, kind: str, L: int, d: int, d_out: int, dtype: torch.dtype = torch.float32):
+    """The hidden layer twice, with the same weights: where the learner's code runs, and here for the reference."""
+    seed = int(torch.randint(0, 2**31 - 1, (1,)))
+    return (ProbeLayer_(kind, d=d, d_out=d_out, seed=seed, dtype=dtype),
+            ProbeLayer(kind, d=d, d_out=d_out, seed=seed, dtype=dtype), torch.randn(L, d, dtype=dtype))
+
+
+def _influence_of(influence, layer, x: torch.Tensor, L: int):
+    """The learner's matrix, refusing the one shape that names a mistake by itself: (L,) is one summed backward."""
+    out = influence(layer, x.clone())
+    if isinstance(out, torch.Tensor) and tuple(out.shape) == (L,):
+        raise CheckFailure(_("influence returned shape {got}, one number per input position: expected an (L, L) "
+                             "matrix, one row per output position.").format(got=(L,)), SUMMED_OUTPUT)
+    return out
+
+
+def test_influence(check, refs, influence, ProbeLayer_):
+    with check("matches the reference on hidden layers (causal, full, leaky attention, a per-position MLP)", weight=2):
+        for kind, L, d, d_out in INFLUENCE_CASES:
+            with check.case():
+                remote, local, x = _probe(ProbeLayer_, kind, L, d, d_out)
+                jac = ref_jacobian(local, x)
+                what = _("influence on a hidden {kind} layer, L={L}, d={d}, d'={d_out}").format(
+                    kind=kind, L=L, d=d, d_out=d_out)
+                check.close(_influence_of(influence, remote, x, L), ref_influence(jac), what,
+                            mistakes=lambda jac=jac: _influence_mistakes(jac), atol=1e-5, rtol=1e-4)
+    with check("exact zeros where an output does not depend on an input, and only there (causal, leaky, per-position)"):
+        for kind, L, d, d_out in INFLUENCE_CASES[:2] + INFLUENCE_CASES[3:]:
+            with check.case():
+                remote, local, x = _probe(ProbeLayer_, kind, L, d, d_out)
+                expected = ref_influence(ref_jacobian(local, x)) > 1e-6
+                out = _is_tensor(_influence_of(influence, remote, x, L), "influence")
+                check.shape(out, (L, L), "influence")
+                got = out.abs() > 1e-6  # the reference's non-zero entries are of order 0.1 to 1
+                mistake = identify(got.long(), {TRANSPOSED: expected.T.long()})
+                check.true(bool((got | expected).eq(expected).all()),
+                           _("on a hidden {kind} layer your matrix is non-zero where the output does not depend on "
+                             "the input (row t = output, column s = input).").format(kind=kind), mistake)
+                check.true(bool((got & expected).eq(expected).all()),
+                           _("on a hidden {kind} layer your matrix is 0 where the output does depend on the input.")
+                           .format(kind=kind), mistake or (SUMMED_FEATURES if kind == "per_position" else None))
+    with check("leaves the layer without .grad on its parameters", weight=0.5):
+        remote, local, x = _probe(ProbeLayer_, "causal", 5, 3, 3)
+        influence(remote, x)
+        # each parameter read as an attribute, so that its .grad comes back with it
+        left = [name for name, _p in local.named_parameters() if getattr(remote, name).grad is not None]
+        check.true(not left, _("after influence(layer, x) the layer's parameters {names} have a .grad: your function "
+                               "ran .backward() and left gradients behind.").format(names=", ".join(left)), GRAD_LEFT)
+    with check("float64 inputs give a float64 matrix", weight=0.5):
+        remote, local, x = _probe(ProbeLayer_, "causal", 4, 3, 2, dtype=torch.float64)
+        out = _is_tensor(influence(remote, x), "influence")
+        check.true(out.dtype == torch.float64,
+                   _("a float64 layer and x should give a float64 matrix, got {dtype}.").format(dtype=out.dtype))
+    with check("works on a layer whose input already requires grad, and on a single position (L = 1)", weight=0.5):
+        remote, local, x = _probe(ProbeLayer_, "full", 1, 3, 2)
+        check.close(influence(remote, x.clone().requires_grad_(True)), ref_influence(ref_jacobian(local, x)),
+                    "influence for L = 1", atol=1e-5, rtol=1e-4)
+
+
 def _reference_masks():
     def causal_mask(L):
         return ref_causal(L)
@@ -506,4 +634,5 @@ HIDDEN_TESTS = {
     "sliding_window_mask": test_sliding_window_mask,
     "masked_softmax": test_masked_softmax,
     "build_attention_mask": test_build_attention_mask,
+    "influence": test_influence,
 }

@@ -130,3 +130,70 @@ UNNAMED = [
      "new": "mask = mask & causal_mask(Lk)[:Lq]",
      "exercise": "build_attention_mask", "feedback": "a square causal mask of side Lk has only 3 rows"},
 ]
+
+# influence: the answer cell's loop, and its variants and mistakes
+_INFLUENCE_BODY = '''    y = layer(x)  # (L, d_out)
+    squares = x.new_zeros(y.shape[0], x.shape[0])  # (L, L): sum over a, b of (d y[t, a] / d x[s, b])^2
+    for t in range(y.shape[0]):
+        for a in range(y.shape[1]):
+            (g,) = torch.autograd.grad(y[t, a], x, retain_graph=True)  # (L, d): returned, never added to a .grad
+            squares[t] += (g ** 2).sum(dim=-1)  # row t, every input s at once
+    return squares.sqrt()  # (L, L): row t = output, column s = input
+'''
+_INFLUENCE_GRAD = "            (g,) = torch.autograd.grad(y[t, a], x, retain_graph=True)  # (L, d): returned, never added to a .grad\n"
+
+MISTAKES += [
+    # one backward of the summed output: one number per input position
+    {"cell": "influence", "old": _INFLUENCE_BODY,
+     "new": "    (g,) = torch.autograd.grad(layer(x).sum(), x)  # (L, d)\n"
+            "    return g.norm(dim=-1)  # (L,)\n",
+     "exercise": "influence", "mistake": "one backward of the summed output"},
+    # ... spread over every row to get the (L, L) shape
+    {"cell": "influence", "old": _INFLUENCE_BODY,
+     "new": "    (g,) = torch.autograd.grad(layer(x).sum(), x)  # (L, d)\n"
+            "    return g.norm(dim=-1).expand(x.shape[0], -1).clone()  # (L, L), every row the same\n",
+     "exercise": "influence", "mistake": "one backward of the summed output"},
+    # one backward per output position, of y[t].sum(): the block's rows summed before the norm
+    {"cell": "influence", "old": _INFLUENCE_BODY,
+     "new": "    y = layer(x)  # (L, d_out)\n"
+            "    rows = []\n"
+            "    for t in range(y.shape[0]):\n"
+            "        (g,) = torch.autograd.grad(y[t].sum(), x, retain_graph=True)  # (L, d)\n"
+            "        rows.append(g.norm(dim=-1))\n"
+            "    return torch.stack(rows)\n",
+     "exercise": "influence", "mistake": "output features summed before the gradient"},
+    # .backward() into x.grad, never reset: each row carries the rows before it (and the layer keeps its .grad)
+    {"cell": "influence", "old": _INFLUENCE_GRAD,
+     "new": "            y[t, a].backward(retain_graph=True)\n"
+            "            g = x.grad\n",
+     "exercise": "influence", "mistake": "gradients accumulated between rows"},
+    # x.grad reset each time, but the layer's parameters keep the .grad that .backward() gave them
+    {"cell": "influence", "old": _INFLUENCE_GRAD,
+     "new": "            x.grad = None\n"
+            "            y[t, a].backward(retain_graph=True)\n"
+            "            g = x.grad\n",
+     "exercise": "influence", "mistake": "gradients left on the layer"},
+    {"cell": "influence", "old": "    return squares.sqrt()  # (L, L)", "new": "    return squares.sqrt().T  # (L, L)",
+     "exercise": "influence", "mistake": "rows and columns swapped"},
+    {"cell": "influence",
+     "old": "            squares[t] += (g ** 2).sum(dim=-1)  # row t, every input s at once\n    return squares.sqrt()",
+     "new": "            squares[t] += g.abs().sum(dim=-1)  # row t, every input s at once\n    return squares",
+     "exercise": "influence", "mistake": "sum of absolute values instead of the Frobenius norm"},
+]
+
+VARIANTS += [
+    {"cell": "influence", "old": _INFLUENCE_BODY,
+     "new": "    jac = torch.func.jacrev(layer)(x)  # (L, d_out, L, d): [t, a, s, b]\n"
+            "    return jac.pow(2).sum(dim=(1, 3)).sqrt()  # (L, L)\n"},
+]
+
+UNNAMED += [
+    # another norm of the block: the right zeros, other values
+    {"cell": "influence", "old": "    return squares.sqrt()  # (L, L)",
+     "new": "    return torch.autograd.functional.jacobian(layer, x).abs().amax(dim=(1, 3))  # (L, L)",
+     "exercise": "influence", "feedback": "differs from the expected values"},
+    # the matrix made in float32 whatever x's dtype
+    {"cell": "influence", "old": "squares = x.new_zeros(y.shape[0], x.shape[0])",
+     "new": "squares = torch.zeros(y.shape[0], x.shape[0])",
+     "exercise": "influence", "feedback": "float64 matrix"},
+]

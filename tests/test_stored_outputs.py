@@ -193,6 +193,21 @@ def test_03s_timing_prose_is_what_its_stored_run_printed():
     assert 1.6 <= dense <= 2.6 and 0.6 <= banded <= 1.4, text
 
 
+def test_03s_leak_and_reach_prose_is_what_its_stored_run_printed():
+    """03 §8: every output but the last reads the last input through torch.roll (the last column leaks), the zero-padded
+    shift leaks nothing, and two layers of window 3 reach t-4 ... t."""
+    import re
+
+    leak = _stored_stdout("03_masking", "leak_demo")
+    pairs = re.search(r"(\d+) pairs \(output t, later input s\) with a non-zero gradient: (\[.*\])", leak)
+    assert pairs, leak
+    L = int(pairs.group(1)) + 1
+    assert json.loads(pairs.group(2)) == [[t, L - 1] for t in range(L - 1)], leak
+    assert "non-zero entries above the diagonal after the fix: 0" in _stored_stdout("03_masking", "leak_fix")
+    reach = _stored_stdout("03_masking", "window_reach_demo")
+    assert "[1, 2, 3, 4, 5, 5, 5, 5, 5, 5, 5, 5]" in reach, reach
+
+
 def test_01s_bandwidth_prose_is_what_its_stored_run_printed():
     """01's Nadaraya–Watson demo: the prose after it says the learned bandwidth lies between the tiny and the huge
     one, scores best on the held-out points, and that the tiny one looks almost perfect on its own keys."""
