@@ -45,24 +45,30 @@ class Notebook:
 NOTEBOOKS: tuple[Notebook, ...] = (
     Notebook("01_attention_intuition",
              "attention as a soft dictionary lookup (and why the hard one cannot learn), self-attention vs RNNs and "
-             "CNNs, why softmax (not sigmoids), additive vs dot-product scores, Bahdanau's translation alignment",
-             (Exercise("softmax", 3), Exercise("attention_pool", 3), Exercise("additive_scores", 4))),
+             "CNNs, why softmax (not sigmoids), attention pooling as Nadaraya–Watson kernel regression with a learned "
+             "bandwidth, additive vs dot-product scores, Bahdanau's translation alignment",
+             (Exercise("softmax", 3), Exercise("attention_pool", 3), Exercise("nadaraya_watson", 3),
+              Exercise("additive_scores", 4))),
     Notebook("02_scaled_dot_product_attention",
-             "the equation, why divide by √d_k, half precision, dropout on the weights, self- vs cross-attention, "
+             "the equation, why divide by √d_k, half precision, dropout on the weights, naming the bug behind a broken "
+             "attention's output, self- vs cross-attention, "
              "your `SelfAttention` trained on a lookup task (with and without the scaling), the O(n²) cost measured",
-             (Exercise("scaled_dot_product_attention", 6), Exercise("SelfAttention", 4))),
+             (Exercise("scaled_dot_product_attention", 6), Exercise("name_the_bug", 4), Exercise("SelfAttention", 4))),
     Notebook("03_masking",
              "padding, causal and sliding-window masks (True = may attend), `-inf` vs `-1e9` and the fully masked "
-             "row, causality proven through gradients, O(n·w) local attention, block-sparse, linear and low-rank "
+             "row, causality proven through gradients (your `influence` finds a leak), O(n·w) local attention, "
+             "block-sparse, linear and low-rank "
              "attention timed and tested",
              (Exercise("causal_mask", 2), Exercise("padding_mask", 2), Exercise("sliding_window_mask", 3),
-              Exercise("masked_softmax", 4), Exercise("build_attention_mask", 3))),
+              Exercise("masked_softmax", 4), Exercise("build_attention_mask", 3),
+              Exercise("influence", 4))),
     Notebook("04_multi_head_attention",
              "why several heads, split → attend → merge → W_o, the view-without-transpose bug, heads trained until "
              "they split two jobs, encoder-only / decoder-only / encoder-decoder, equality with "
-             "`nn.MultiheadAttention`, parameter count (LLaMA-7B: 67 M per layer)",
+             "`nn.MultiheadAttention`, GPT-2's attention weights ported into yours, parameter count (LLaMA-7B: 67 M per "
+             "layer)",
              (Exercise("split_heads", 2), Exercise("merge_heads", 2), Exercise("MultiHeadAttention", 6),
-              Exercise("mha_parameter_count", 2))),
+              Exercise("load_gpt2_attention", 3), Exercise("mha_parameter_count", 2))),
     Notebook("05_positional_encoding",
              "attention is blind to order, sinusoidal encoding and its offset rotation, learned and relative "
              "encodings, ALiBi, RoPE and why its scores depend only on m − n",
