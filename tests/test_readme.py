@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from utils import course
 from utils import notebooks as nbs
 from utils.translator.corpus import make_corpus, write_pairs
 
@@ -243,7 +244,8 @@ def test_quick_training_as_documented(tmp_path):
 def test_check_grades_a_blank_copy():
     proc = run(".venv/bin/attn check notebooks/01_attention_intuition")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.splitlines()[0] == "notebooks/01_attention_intuition: 0 / 10 points"
+    total = course.points(course.notebook("01_attention_intuition").points)  # the registry's, as README's table
+    assert proc.stdout.splitlines()[0] == f"notebooks/01_attention_intuition: 0 / {total} points"
     assert "not implemented yet" in proc.stdout
 
 

@@ -145,10 +145,23 @@ class ProbeLayer(torch.nn.Module):
 GOING_FURTHER = "# going further"
 
 
+def is_going_further(source: str) -> bool:
+    """Is this code cell optional: does one of the comment lines it starts with begin `# going further`? (A cell may
+    start with nbval's `# NBVAL_IGNORE_OUTPUT` first.)"""
+    for line in source.splitlines():
+        if not line.strip():
+            continue
+        if not line.lstrip().startswith("#"):
+            return False
+        if line.strip().lower().startswith(GOING_FURTHER):
+            return True
+    return False
+
+
 def _going_further_cell(lines: list[str]) -> list[str]:
-    """IPython's last input transformer: a cell whose first line is `# going further` becomes one line that says it
-    was skipped, while `skip_going_further(True)` holds."""
-    if _SKIP_GOING_FURTHER and lines and lines[0].strip().lower().startswith(GOING_FURTHER):
+    """IPython's last input transformer: an optional cell (`is_going_further`) becomes one line that says it was
+    skipped, while `skip_going_further(True)` holds."""
+    if _SKIP_GOING_FURTHER and is_going_further("".join(lines)):
         return [f"print({speech._(SKIPPED_GOING_FURTHER)!r})\n"]
     return lines
 
@@ -159,8 +172,8 @@ SKIPPED_GOING_FURTHER = N_("(skipped: an optional \"going further\" cell; skip_g
 
 
 def skip_going_further(skip: bool = True) -> None:
-    """Let Run All skip (or, with False, run) the notebook's optional "going further" sections: every code cell whose
-    first line is `# going further` then prints one line instead of running. The core of the notebook never reads a
+    """Let Run All skip (or, with False, run) the notebook's optional "going further" sections: every code cell that
+    starts with a `# going further` comment then prints one line instead of running. The core of the notebook never reads a
     name such a cell defines (tests/test_notebook_cells.py), so skipping them breaks nothing. Works in any IPython
     kernel (JupyterLab, Colab, nbval); elsewhere it changes nothing."""
     global _SKIP_GOING_FURTHER

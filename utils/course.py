@@ -50,15 +50,14 @@ NOTEBOOKS: tuple[Notebook, ...] = (
              (Exercise("softmax", 3), Exercise("attention_pool", 3), Exercise("nadaraya_watson", 3),
               Exercise("additive_scores", 4))),
     Notebook("02_scaled_dot_product_attention",
-             "the equation, why divide by √d_k, half precision, dropout on the weights, naming the bug behind a broken "
-             "attention's output, self- vs cross-attention, "
-             "your `SelfAttention` trained on a lookup task (with and without the scaling), the O(n²) cost measured",
+             "the equation, why divide by √d_k, dropout on the weights, naming the bug behind a broken attention's output, "
+             "self- vs cross-attention, your `SelfAttention` trained on a lookup task (with and without the scaling), "
+             "the O(n²) cost measured; going further: half precision, a race against PyTorch's kernels",
              (Exercise("scaled_dot_product_attention", 6), Exercise("name_the_bug", 4), Exercise("SelfAttention", 4))),
     Notebook("03_masking",
              "padding, causal and sliding-window masks (True = may attend), `-inf` vs `-1e9` and the fully masked "
              "row, causality proven through gradients (your `influence` finds a leak), O(n·w) local attention, "
-             "block-sparse, linear and low-rank "
-             "attention timed and tested",
+             "going further: block-sparse, linear and low-rank attention timed and tested",
              (Exercise("causal_mask", 2), Exercise("padding_mask", 2), Exercise("sliding_window_mask", 3),
               Exercise("masked_softmax", 4), Exercise("build_attention_mask", 3),
               Exercise("influence", 4))),
