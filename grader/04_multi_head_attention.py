@@ -9,8 +9,16 @@ from torch import nn
 
 from utils.attention_variants import attention
 from utils.diagnose import count_diagnosis
-from utils.grading import (CheckFailure, LocalPart, Mistake, expect_pair, load_weights, local_object, standing_in,
-                           type_name)
+from utils.grading import (
+    CheckFailure,
+    LocalPart,
+    Mistake,
+    expect_pair,
+    load_weights,
+    local_object,
+    standing_in,
+    type_name,
+)
 from utils.i18n import N_
 from utils.results import later as _  # words said in the reader's language when shown
 
