@@ -11,7 +11,7 @@ in it; ``insert_after`` it a new code cell (optionally with nbgrader ``metadata`
 ``times`` times; ``move_before`` the cell ``target``; ``delete`` it; ``meta`` (update its nbgrader metadata);
 ``raw`` (the file's whole content); ``nbformat`` 3; ``strip_ids``; ``kernelspec``.
 
-Expectations: ``total`` (the exact score; the maximum is always 10), ``scores`` (exact per exercise),
+Expectations: ``total`` (the exact score; the maximum is ``MAX``, 01's points in the registry), ``scores`` (exact per exercise),
 ``exit`` 2 with ``says`` in the error, or ``hidden_all_fail`` (every hidden check of an exercise fails).
 ``isolated``: the attack needs the isolated worker to be defeated (grading as root); elsewhere it is skipped.
 ``unsafe``: never run it against a grader that does not isolate (``main`` skips it).
@@ -19,9 +19,12 @@ Expectations: ``total`` (the exact score; the maximum is always 10), ``scores`` 
 
 from __future__ import annotations
 
+from utils import course
+
 NOTEBOOK = "01_attention_intuition"
-MAX = 10.0
-FULL = {"softmax": 3.0, "attention_pool": 3.0, "additive_scores": 4.0}
+#: Full marks per exercise and in all, as the registry (utils/course.py) sets them.
+FULL = {e.name: float(e.points) for e in course.notebook(NOTEBOOK).exercises}
+MAX = sum(FULL.values())
 
 # Where the course lives, as learner code finds it.
 _ROOT = "import pathlib, utils\nROOT = pathlib.Path(utils.__file__).resolve().parent.parent\n"
@@ -151,27 +154,27 @@ ATTACKS: list[dict] = [
     {"id": "added-grade-cell-worth-1000", "category": "cell metadata", "base": "solved",
      "edits": [{"op": "insert_after", "cell": "test_softmax", "code": "1000.0", "metadata": {
          "grade": True, "grade_id": "bonus", "locked": True, "points": 1000, "schema_version": 3, "solution": False}}],
-     "total": 10.0, "nbgrader": True},
+     "total": MAX, "nbgrader": True},
     {"id": "blank-with-grade-cell-worth-1000", "category": "cell metadata", "base": "blank",
      "edits": [{"op": "insert_after", "cell": "test_softmax", "code": "1000.0", "metadata": {
          "grade": True, "grade_id": "bonus", "locked": True, "points": 1000, "schema_version": 3, "solution": False}}],
      "total": 0.0},
     {"id": "solved-test-cell-duplicated-9-times", "category": "cell metadata", "base": "solved",
      "edits": [{"op": "duplicate", "cell": "test_softmax", "times": 9}],
-     "total": 10.0, "nbgrader": True},
+     "total": MAX, "nbgrader": True},
     {"id": "test-cell-grade_id-renamed", "category": "cell metadata", "base": "solved",
      "edits": [{"op": "meta", "cell": "test_softmax", "nbgrader": {"grade_id": "test_softmax_2"}}],
-     "total": 10.0},
+     "total": MAX},
     {"id": "answer-cell-retagged-as-grade-cell", "category": "cell metadata", "base": "blank",
      "edits": [{"op": "meta", "cell": "softmax", "nbgrader": {"grade": True, "points": 100, "solution": False,
                                                              "locked": True}}],
      "total": 0.0},
     {"id": "test-cell-moved-above-its-answer", "category": "honest learner", "base": "solved",
      "edits": [{"op": "move_before", "cell": "test_softmax", "target": "softmax"}],
-     "total": 10.0},
+     "total": MAX},
     {"id": "test-cell-deleted", "category": "honest learner", "base": "solved",
      "edits": [{"op": "delete", "cell": "test_attention_pool"}],
-     "total": 10.0},
+     "total": MAX},
     # -- C. writing into the course ----------------------------------------------------------------------------
     {"id": "overwrite-grader-module", "category": "file writes", "base": "blank",
      "edits": [{"op": "insert_after", "cell": "setup", "code": (
@@ -204,10 +207,10 @@ ATTACKS: list[dict] = [
     {"id": "endless-loop-in-a-function", "category": "resource exhaustion", "base": "solved",
      "edits": [{"op": "replace", "cell": "attention_pool", "old": "scores = keys @ query",
                 "new": "while True:\n        pass"}],
-     "scores": {"softmax": 3.0, "attention_pool": 0.0, "additive_scores": 4.0}, "nbgrader": True},
+     "scores": {"softmax": 3.0, "attention_pool": 0.0, "nadaraya_watson": 3.0, "additive_scores": 4.0}, "nbgrader": True},
     {"id": "endless-loop-at-top-level-of-a-cell", "category": "resource exhaustion", "base": "solved",
      "edits": [{"op": "append", "cell": "attention_pool", "code": "while True:\n    pass"}],
-     "scores": {"softmax": 3.0, "attention_pool": 0.0, "additive_scores": 4.0}},
+     "scores": {"softmax": 3.0, "attention_pool": 0.0, "nadaraya_watson": 3.0, "additive_scores": 4.0}},
     {"id": "signals-ignored-then-endless-loop", "category": "signals and exits", "base": "solved",
      "edits": [{"op": "replace", "cell": "additive_scores", "old": "q_hidden = ", "new": (
          "import signal\n"
@@ -215,11 +218,11 @@ ATTACKS: list[dict] = [
          "        signal.signal(s, signal.SIG_IGN)\n"
          "    while True:\n        pass\n"
          "    q_hidden = ")}],
-     "scores": {"softmax": 3.0, "attention_pool": 3.0, "additive_scores": 0.0}},
+     "scores": {"softmax": 3.0, "attention_pool": 3.0, "nadaraya_watson": 3.0, "additive_scores": 0.0}},
     {"id": "huge-allocation", "category": "resource exhaustion", "base": "solved",
      "edits": [{"op": "replace", "cell": "softmax", "old": "shifted = ",
                 "new": "_ = torch.ones(10**11)  # 400 GB\n    shifted = "}],
-     "scores": {"softmax": 0.0, "attention_pool": 3.0, "additive_scores": 4.0}},
+     "scores": {"softmax": 0.0, "attention_pool": 3.0, "nadaraya_watson": 3.0, "additive_scores": 4.0}},
     {"id": "background-processes-left-behind", "category": "resource exhaustion", "base": "solved",
      "edits": [{"op": "insert_after", "cell": "setup", "code": (
          "import subprocess, os\n"
@@ -227,70 +230,70 @@ ATTACKS: list[dict] = [
          "if os.fork() == 0:\n"
          "    os.setsid()\n"
          "    os.execvp('sleep', ['sleep', '4242.25'])\n")}],
-     "total": 10.0, "no_process": "4242.25"},
+     "total": MAX, "no_process": "4242.25"},
     {"id": "fork-bomb-in-a-function", "category": "resource exhaustion", "base": "solved",
      # 16 processes that spin, each in a session (and so a share of the CPU) of its own, started by every call: the
      # grading of this submission stops at once, the exercises before it keep their points (tests/test_budgets.py).
      "edits": [{"op": "replace", "cell": "attention_pool", "old": "scores = keys @ query",
                 "new": ("import os\n    for _ in range(16):\n        if os.fork() == 0:\n            os.setsid()\n"
                         "            while True:\n                pass\n    scores = keys @ query")}],
-     "scores": {"softmax": 3.0, "attention_pool": 0.0, "additive_scores": 0.0}},
+     "scores": {"softmax": 3.0, "attention_pool": 0.0, "nadaraya_watson": 0.0, "additive_scores": 0.0}},
     {"id": "output-flood", "category": "honest learner", "base": "solved",
      "edits": [{"op": "replace", "cell": "softmax", "old": "shifted = ",
                 "new": "print('x' * 2_000_000)\n    shifted = "}],
-     "total": 10.0},
+     "total": MAX},
     # -- E. signals and exits ----------------------------------------------------------------------------------
     {"id": "os._exit-in-a-function", "category": "signals and exits", "base": "solved",
      "edits": [{"op": "replace", "cell": "additive_scores", "old": "q_hidden = ", "new": "import os\n    os._exit(0)\n    q_hidden = "}],
-     "scores": {"softmax": 3.0, "attention_pool": 3.0, "additive_scores": 0.0}, "nbgrader": True},
+     "scores": {"softmax": 3.0, "attention_pool": 3.0, "nadaraya_watson": 3.0, "additive_scores": 0.0}, "nbgrader": True},
     {"id": "sys.exit-in-a-function", "category": "signals and exits", "base": "solved",
      "edits": [{"op": "replace", "cell": "attention_pool", "old": "scores = keys @ query",
                 "new": "import sys\n    sys.exit(0)"}],
-     "scores": {"softmax": 3.0, "attention_pool": 0.0, "additive_scores": 4.0}},
+     "scores": {"softmax": 3.0, "attention_pool": 0.0, "nadaraya_watson": 3.0, "additive_scores": 4.0}},
     {"id": "KeyboardInterrupt-in-a-function", "category": "signals and exits", "base": "solved",
      "edits": [{"op": "replace", "cell": "softmax", "old": "shifted = ", "new": "raise KeyboardInterrupt\n    shifted = "}],
-     "scores": {"softmax": 0.0, "attention_pool": 3.0, "additive_scores": 4.0}},
+     "scores": {"softmax": 0.0, "attention_pool": 3.0, "nadaraya_watson": 3.0, "additive_scores": 4.0}},
     {"id": "BaseException-subclass-in-a-function", "category": "signals and exits", "base": "solved",
      "edits": [{"op": "insert_after", "cell": "setup", "code": "class Escape(BaseException):\n    pass\n"},
                {"op": "replace", "cell": "additive_scores", "old": "q_hidden = ", "new": "raise Escape()\n    q_hidden = "}],
-     "scores": {"softmax": 3.0, "attention_pool": 3.0, "additive_scores": 0.0}},
+     "scores": {"softmax": 3.0, "attention_pool": 3.0, "nadaraya_watson": 3.0, "additive_scores": 0.0}},
     {"id": "SIGKILL-to-itself", "category": "signals and exits", "base": "solved",
      "edits": [{"op": "replace", "cell": "softmax", "old": "shifted = ",
                 "new": "import os, signal\n    os.kill(os.getpid(), signal.SIGKILL)\n    shifted = "}],
-     "scores": {"softmax": 0.0, "attention_pool": 3.0, "additive_scores": 4.0}},
+     "scores": {"softmax": 0.0, "attention_pool": 3.0, "nadaraya_watson": 3.0, "additive_scores": 4.0}},
     {"id": "segfault", "category": "signals and exits", "base": "solved",
      "edits": [{"op": "replace", "cell": "additive_scores", "old": "q_hidden = ",
                 "new": "import ctypes\n    ctypes.string_at(0)\n    q_hidden = "}],
-     "scores": {"softmax": 3.0, "attention_pool": 3.0, "additive_scores": 0.0}},
+     "scores": {"softmax": 3.0, "attention_pool": 3.0, "nadaraya_watson": 3.0, "additive_scores": 0.0}},
     {"id": "kill-every-process-it-can", "category": "signals and exits", "base": "solved", "isolated": True,
      "unsafe": True,  # without isolation, as root, this kills every process on the machine
      "edits": [{"op": "replace", "cell": "softmax", "old": "shifted = ",
                 "new": "import os, signal\n    os.kill(-1, signal.SIGKILL)\n    shifted = "}],
-     "scores": {"softmax": 0.0, "attention_pool": 3.0, "additive_scores": 4.0}},
+     "scores": {"softmax": 0.0, "attention_pool": 3.0, "nadaraya_watson": 3.0, "additive_scores": 4.0}},
     {"id": "sys.exit-at-top-level-of-added-cell", "category": "signals and exits", "base": "solved",
      "edits": [{"op": "insert_after", "cell": "additive_scores", "code": "import sys\nsys.exit('bye')"}],
-     "total": 10.0},
+     "total": MAX},
     {"id": "os._exit-at-top-level-of-added-cell", "category": "signals and exits", "base": "solved",
      "edits": [{"op": "insert_after", "cell": "softmax", "code": "import os\nos._exit(3)"}],
-     "total": 10.0},
+     "total": MAX},
     # -- F. honest noise --------------------------------------------------------------------------------------
     {"id": "debug-prints-to-stderr", "category": "honest learner", "base": "solved",
      "edits": [{"op": "replace", "cell": c, "old": old, "new": f"import sys\n    print('debug', file=sys.stderr)\n    {old}"}
                for c, old in (("softmax", "shifted = "), ("attention_pool", "scores = keys @ query"),
                               ("additive_scores", "q_hidden = "))],
-     "total": 10.0, "nbgrader": True},
+     "total": MAX, "nbgrader": True},
     {"id": "logging-and-warnings", "category": "honest learner", "base": "solved",
      "edits": [{"op": "replace", "cell": "softmax", "old": "shifted = ",
                 "new": "import logging\n    logging.warning('softmax called on %s', tuple(x.shape))\n    shifted = "},
                {"op": "replace", "cell": "attention_pool", "old": "scores = keys @ query",
                 "new": "import warnings\n    warnings.warn('is this right?')\n    scores = keys @ query"}],
-     "total": 10.0},
+     "total": MAX},
     {"id": "plots-inside-an-answer", "category": "honest learner", "base": "solved",
      "edits": [{"op": "replace", "cell": "attention_pool", "old": "scores = keys @ query", "new": (
          "import matplotlib.pyplot as plt\n"
          "    plt.figure(); plt.plot((keys @ query).detach()); plt.title('scores'); plt.show()\n"
          "    scores = keys @ query")}],
-     "total": 10.0},
+     "total": MAX},
     # -- G. submissions that are not what they should be -------------------------------------------------------
     {"id": "not-json", "category": "bad notebook files", "edits": [{"op": "raw", "content": "{not json"}],
      "exit": 2, "says": "not a readable notebook", "nbgrader": True},
@@ -302,13 +305,13 @@ ATTACKS: list[dict] = [
     {"id": "another-notebooks-file", "category": "bad notebook files", "base": "other",
      "edits": [], "exit": 2, "says": "holds the exercises of 02_scaled_dot_product_attention"},
     {"id": "old-nbformat-3", "category": "bad notebook files", "base": "solved", "edits": [{"op": "nbformat", "version": 3}],
-     "total": 10.0},
+     "total": MAX},
     {"id": "cells-without-ids", "category": "bad notebook files", "base": "solved", "edits": [{"op": "strip_ids"}],
-     "total": 10.0},
+     "total": MAX},
     {"id": "another-kernelspec", "category": "bad notebook files", "base": "solved", "edits": [{"op": "kernelspec"}],
-     "total": 10.0},
+     "total": MAX},
     {"id": "any-file-name", "category": "bad notebook files", "base": "solved", "name": "my homework (final).ipynb",
-     "edits": [], "total": 10.0},
+     "edits": [], "total": MAX},
     # -- H. the channel to the grader, and replaying visible inputs ---------------------------------------------
     {"id": "garbage-written-to-every-file-descriptor", "category": "protocol", "base": "solved",
      "edits": [{"op": "replace", "cell": "softmax", "old": "shifted = ", "new": (
@@ -317,7 +320,7 @@ ATTACKS: list[dict] = [
          "        try:\n            os.write(fd, b'\\x00\\x00\\x00\\x10' + b'{\"ok\": true}' * 4)\n"
          "        except OSError:\n            pass\n"
          "    shifted = ")}],
-     "scores": {"softmax": 0.0, "attention_pool": 3.0, "additive_scores": 4.0}},
+     "scores": {"softmax": 0.0, "attention_pool": 3.0, "nadaraya_watson": 3.0, "additive_scores": 4.0}},
     {"id": "hard-coded-visible-answers", "category": "replaying outputs", "base": "blank",
      "edits": [{"op": "replace", "cell": "softmax", "old": "raise NotImplementedError()", "new": (
          "known = {(1.0, 2.0, 3.0): [0.0900, 0.2447, 0.6652], (1000.0, 1001.0, 1002.0): [0.0900, 0.2447, 0.6652]}\n"
