@@ -318,6 +318,20 @@ def test_learner_and_instructor_in_the_browser(lab, browser):
     assert len(tables) == len(exercises) > 0
     assert all("not implemented yet" in t and " 0 / " in t for t in tables), tables
 
+    # An exercise's hints arrive collapsed, and open one at a time when the learner clicks (issue 34).
+    hints = tab.page.locator(".jp-MarkdownOutput details").filter(has_text="Hint 1 · a nudge")
+    first = hints.first
+    first.scroll_into_view_if_needed()
+    assert hints.count() >= 3 and first.evaluate("d => d.open") is False  # every exercise's first hint, closed
+    body = first.locator("p").first
+    assert not body.is_visible(), "a hint's text shows before the learner opens it"
+    first.locator("summary").click()
+    tab.page.wait_for_timeout(300)
+    assert first.evaluate("d => d.open") is True and body.is_visible()
+    second = first.locator("xpath=following-sibling::details[1]")
+    assert second.evaluate("d => d.open") is False, "opening hint 1 opened hint 2 too"
+    tab.shot("2b-hint-1-opened")
+
     # Answer softmax and rerun its test cell: its table turns to full marks.
     tab.answer("def softmax(", SOFTMAX)
     tab.shot("3-softmax-answered")
