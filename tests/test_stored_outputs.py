@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import textwrap
 
 import pytest
@@ -184,8 +185,6 @@ def _stored_stdout(assignment: str, key: str) -> str:
 def test_03s_timing_prose_is_what_its_stored_run_printed():
     """03 §8 says the dense masked attention grows near n^2 and the banded one near n, and its cell prints both
     exponents: in the stored run (an `attn execute` on a quiet machine) they are what the sentence says."""
-    import re
-
     text = _stored_stdout("03_masking", "cost_time")
     found = re.search(r"dense \+ mask ~ n\^([\d.]+), banded ~ n\^([\d.]+)", text)
     assert found, text
@@ -196,8 +195,6 @@ def test_03s_timing_prose_is_what_its_stored_run_printed():
 def test_03s_leak_and_reach_prose_is_what_its_stored_run_printed():
     """03 §8: every output but the last reads the last input through torch.roll (the last column leaks), the zero-padded
     shift leaks nothing, and two layers of window 3 reach t-4 ... t."""
-    import re
-
     leak = _stored_stdout("03_masking", "leak_demo")
     pairs = re.search(r"(\d+) pairs \(output t, later input s\) with a non-zero gradient: (\[.*\])", leak)
     assert pairs, leak
@@ -211,8 +208,6 @@ def test_03s_leak_and_reach_prose_is_what_its_stored_run_printed():
 def test_01s_bandwidth_prose_is_what_its_stored_run_printed():
     """01's Nadaraya–Watson demo: the prose after it says the learned bandwidth lies between the tiny and the huge
     one, scores best on the held-out points, and that the tiny one looks almost perfect on its own keys."""
-    import re
-
     text = _stored_stdout("01_attention_intuition", "nw_demo")
     learned = float(re.search(r"learned, h = ([\d.]+)", text).group(1))
     assert 0.03 < learned < 5, text

@@ -757,12 +757,11 @@ def check(path: str | Path, assignment: str | None = None, *, engine: Engine | N
     return grade(learner, chosen, engine=engine, lang=lang or i18n.language_of(learner), only=only).result(str(path))
 
 
-
-#: One token of a line to fill: a quoted name (“…”, kept whole), a run of spaces, one wide character (a Chinese
-#: character or full-width punctuation: a line may break before any of them), or a run of anything else (a word).
-_TOKEN = re.compile(r"“[^”\n]{0,40}”|\s+|[\u1100-\u115f\u2e80-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f"
-                    r"\uff00-\uff60\uffe0-\uffe6]|[^\s“\u1100-\u115f\u2e80-\ua4cf\uac00-\ud7a3\uf900-\ufaff"
-                    r"\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6]+|“")
+#: Wide characters: Chinese, Japanese and Korean ones, and full-width punctuation (a line may break before any).
+_WIDE = r"\u1100-\u115f\u2e80-\ua4cf\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6"
+#: One token of a line to fill: a quoted name (“…”, kept whole), a run of spaces, one wide character, or a run of
+#: anything else (a word).
+_TOKEN = re.compile(rf"“[^”\n]{{0,40}}”|\s+|[{_WIDE}]|[^\s“{_WIDE}]+|“")
 #: Full-width punctuation that never starts a line (it stays with the character before it).
 _NO_LINE_START = set("，。、；：！？）》」』”’…")
 
