@@ -94,6 +94,21 @@ def test_some_rows_wrong(x):
     assert "rows of your output are right" in message and "wrong" in message
 
 
+def test_a_mistake_in_the_columns_is_not_blamed_on_the_rows():
+    """05's sinusoid with the exponent i/d for 2i/d: row 0 (position 0) and the first pair's columns are right, every
+    other entry wrong. The learner review met "look at what the wrong rows have in common" for it: the rows were
+    innocent."""
+    pos, i = torch.arange(10.0)[:, None], torch.arange(8.0)
+    table = lambda omega: torch.stack((torch.sin(pos * omega), torch.cos(pos * omega)), -1).flatten(-2)  # noqa: E731
+    message = diagnose(table(10000 ** (-i / 16)), table(10000 ** (-2 * i / 16)))
+    assert message.startswith("your output is right in 1 of 10 rows and in 2 of 16 columns (indices 0, 1)"), message
+    assert "depends on the column" in message
+    x = torch.randn(10, 6)
+    wrong = x.clone()
+    wrong[3, 2] += 1.0  # one entry of one row: no column is to blame, the rows' message stays
+    assert diagnose(wrong, x).startswith("9 of 10 rows of your output are right"), diagnose(wrong, x)
+
+
 def test_rows_that_vanished_in_exp():
     """A row maximum subtracted only where positive: rows of scores far below zero underflow to all zeros."""
     scores = torch.randn(6, 9) - torch.tensor([[0.0], [0.0], [2000.0], [0.0], [3000.0], [0.0]])

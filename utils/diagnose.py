@@ -513,6 +513,18 @@ def _some_rows(ad, ed, rtol, atol) -> str | None:
     wrong = ~ok
     bad = wrong.nonzero().flatten().tolist()
     empty = (rows_e == 0).all(-1)
+    entries = ~torch.isclose(rows_a, rows_e, rtol=rtol, atol=atol, equal_nan=True)  # (rows, columns): wrong entries
+    bad_columns = entries.any(0)
+    # Wrong exactly where (two or more) wrong rows meet wrong columns, with right columns too: the mistake lives in the columns
+    # (a frequency, a feature, a pair of 05's sinusoid), and the right rows are those it cannot show in (position 0).
+    if len(bad) >= 2 and 2 <= int(bad_columns.sum()) < bad_columns.numel() \
+            and bool((entries == (wrong[:, None] & bad_columns)).all()):
+        return _("your output is right in {n_ok} of {rows} rows and in {n_cols} of {cols} columns ({columns}), and "
+                 "wrong wherever a wrong row meets a wrong column: the mistake depends on the column (the feature, the "
+                 "frequency, the pair), and the right rows are those where it cannot show (a position 0, an angle "
+                 "0): look at what your code computes per column.").format(
+                     n_ok=n_ok, rows=ok.numel(), n_cols=int((~bad_columns).sum()), cols=bad_columns.numel(),
+                     columns=_positions(~bad_columns))
     # Said only where the rows show it: a line about masked rows under a check without masks sends the learner off.
     if bool(empty.any()) and bool((wrong == empty).all()):
         hint = _("they are exactly the rows that should be all zeros (a query with nothing it may attend to, or a "
