@@ -55,6 +55,12 @@ def big(n):
 def noisy(x):
     return torch.nn.functional.dropout(x, 0.5)  # training=True by default: random on every call
 
+CALLS = [0]
+
+def stateful(x):
+    CALLS[0] += 1  # not random: the same seed does not repeat it (as memory nothing wrote does not)
+    return x * CALLS[0]
+
 class Noisy(nn.Module):
     def __init__(self, p):
         super().__init__()
@@ -204,8 +210,9 @@ def test_a_result_that_varies_between_identical_calls_is_found_and_a_determinist
     worker = fresh_worker
     x = torch.ones(200)
     out = remote(worker, "noisy")(x)
-    assert 0 < worker.varies(out) <= 200
-    assert worker.varies(remote(worker, "double")(x)) == 0
+    assert 0 < worker.varies(out) <= 200 and worker.varied_by == "random"
+    assert worker.varies(remote(worker, "stateful")(x)) == 200 and worker.varied_by == "unseeded"
+    assert worker.varies(remote(worker, "double")(x)) == 0 and worker.varied_by is None
     assert worker.varies(torch.ones(3)) is None  # not the result of a recent call
 
 

@@ -73,6 +73,14 @@ VARIES = N_("your output changes from one call to the next with the same inputs 
             "differed when the same call was made again): something random runs where the result must be "
             "deterministic — dropout where none belongs or in eval mode (an nn.Dropout module follows .eval(); "
             "F.dropout needs training=self.training), or torch.rand/randn in the computation.")
+#: The diagnosis of an answer that changes between identical calls even with the random number generator in the same
+#: state: not randomness, which the same seed repeats (06 and 07's learners met it as a Triton launch grid that left
+#: output blocks unwritten, which `VARIES` had called dropout).
+UNSEEDED = N_("your output changes from one call to the next with the same inputs, even with the random number "
+              "generator reset to the same state ({changed} of {total} entries differed): so it is not randomness but "
+              "memory your code never wrote — a tensor from torch.empty (or empty_like, new_empty) that is not filled "
+              "everywhere, e.g. a loop or a kernel's launch grid that leaves some rows or blocks out — or state kept "
+              "from one call to the next (a counter, a global).")
 #: What an exercise that is not written yet says.
 NOT_IMPLEMENTED = Message.of(N_("not implemented yet — replace `raise NotImplementedError()` with your code, then rerun "
                                 "this cell."))
@@ -701,7 +709,7 @@ def _cause(results: list[CheckResult]) -> Mistake | Words | None:
     # A random answer makes every other diagnosis a coincidence (dropout that happened to drop nothing looks like
     # "multiplied by 1/(1 - p)"): where one check saw the answer change, that is the verdict.
     return next((_diagnosis_of(r) for r in failed if _diagnosis_of(r)
-                 and (r.failure.varies or kind(_diagnosis_of(r)) == VARIES)), best)
+                 and (r.failure.varies or kind(_diagnosis_of(r)) in (VARIES, UNSEEDED))), best)
 
 
 def _said(cause: Mistake | Words | None) -> Words | None:

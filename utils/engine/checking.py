@@ -44,6 +44,7 @@ from .. import course, i18n
 from .. import notebooks as nbs
 from ..grading import (
     NOT_IMPLEMENTED,
+    UNSEEDED,
     VARIES,
     CheckContext,
     Checker,
@@ -214,9 +215,10 @@ class GradingContext(CheckContext):
     def varies(self, checker: Checker, returned: torch.Tensor) -> Message | None:
         try:
             changed = self.worker.varies(returned)
+            unseeded = self.worker.varied_by == "unseeded"
         except Exception:  # noqa: BLE001 - asking again is a courtesy: its own failure says nothing (a lost worker is
             return None  # a BaseException, and goes on up)
-        return Message.of(VARIES, changed=changed, total=returned.numel()) if changed else None
+        return Message.of(UNSEEDED if unseeded else VARIES, changed=changed, total=returned.numel()) if changed else None
 
     def visible_mistakes(self, checker: Checker, check: int, comparison: int, actual: torch.Tensor,
                          expected: torch.Tensor) -> dict:

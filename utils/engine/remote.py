@@ -217,8 +217,14 @@ class Worker:
         self.names: dict[str, str] = {}  # exercise name -> why it is missing, for NameError messages
         self.dead_reason: str | None = None
         self.callbacks: dict[str, Any] = {}  # name -> the grader's function standing in for the learner's
-        # The last calls whose result held tensors: (callee, args, kwargs, those tensors), to ask a second time.
-        self.recent: deque[tuple[RemoteObject, tuple, dict[str, Any], list[torch.Tensor]]] = deque(maxlen=8)
+        # The last calls whose result held tensors: (callee, args, kwargs, those tensors, the seed the worker's
+        # random number generator was given), to ask a second time.
+        self.recent: deque[tuple[RemoteObject, tuple, dict[str, Any], list[torch.Tensor], int]] = deque(maxlen=8)
+        self.last_seed = 0
+        #: What made the last result `varies` found changing: "random" (random numbers: a different seed changes
+        #: it, the same seed does not) or "unseeded" (it changes with the same seed: memory nothing wrote, or state
+        #: kept between calls).
+        self.varied_by: str | None = None
         self.exchange({"op": "hello"}, None, Budget.wall(ready_timeout))
 
     def usage(self) -> Any:
@@ -358,10 +364,14 @@ class Worker:
             return RemoteObject(self, {"h": value["h"]}, value)
         raise WorkerLost("protocol: an encoded value of an unknown kind")
 
-    def call(self, ref: dict[str, Any], args: tuple, kwargs: dict[str, Any], measure: bool = False) -> Any:
+    def call(self, ref: dict[str, Any], args: tuple, kwargs: dict[str, Any], measure: bool = False,
+             seed: int | None = None) -> Any:
+        """Call the worker's object `ref`; the worker seeds its random number generator with `seed` first (drawn
+        from this process's generator when None; `last_seed` keeps it)."""
         enc = _Encoder()
+        self.last_seed = int(torch.randint(0, 2**62, ()).item()) if seed is None else seed
         header = {"op": "call", "ref": ref, "args": enc(list(args)), "kwargs": enc(dict(kwargs)),
-                  "grad": torch.is_grad_enabled(), "seed": int(torch.randint(0, 2**62, ()).item())}
+                  "grad": torch.is_grad_enabled(), "seed": self.last_seed}
         if measure:
             before = self.reset_peak()
         reply, tensors = self.request(header, enc.tensors)
@@ -378,17 +388,21 @@ class Worker:
         """Keep a (quick) call whose result holds tensors, so that `varies` can ask for it again."""
         outs = _tensors_in(value)
         if outs and not any(isinstance(a, RemoteObject) for a in _flat([*args, *kwargs.values()])):
-            self.recent.append((obj, args, kwargs, outs))
+            self.recent.append((obj, args, kwargs, outs, self.last_seed))
 
     def varies(self, tensor: torch.Tensor) -> int | None:
         """How many entries of `tensor`, the result of one of the last calls, differ when that call is made again
-        with the same inputs; None when it cannot be asked again safely.
+        with the same inputs; None when it cannot be asked again safely. `varied_by` says why: made again with the
+        random number generator seeded as the first time, a result that still changes is not random numbers but
+        memory nothing wrote (torch.empty not filled everywhere: a launch grid that leaves blocks out) or state
+        kept between calls ("unseeded"); one that changes only with another seed is randomness ("random").
 
         Asked again: a function of the learner's, or a module in eval mode or without dropout layers, where the
         output must be deterministic. Not a method (a cache's update would append twice), not a call that was given
         another object of the learner's, not a module with dropout in train mode (random there, rightly).
         """
-        for obj, args, kwargs, outs in reversed(self.recent):
+        self.varied_by = None
+        for obj, args, kwargs, outs, seed in reversed(self.recent):
             index = next((i for i, t in enumerate(outs) if t is tensor), None)
             if index is None:
                 continue
@@ -398,13 +412,19 @@ class Worker:
             if module and obj.training is not False and any(
                     "Dropout" in getattr(m, "_attn_remote_type", "") for m in obj.modules()):
                 return None
-            with torch.no_grad():
-                again = _tensors_in(self.call(obj._attn_ref, args, kwargs))
-            if len(again) != len(outs) or again[index].shape != tensor.shape or again[index].dtype != tensor.dtype:
-                return tensor.numel()
-            same = torch.isclose(again[index], tensor.detach(), rtol=0, atol=0, equal_nan=True) \
-                if tensor.is_floating_point() or tensor.is_complex() else again[index] == tensor.detach()
-            return int((~same).sum())
+            for by, again_seed in (("unseeded", seed), ("random", None)):
+                with torch.no_grad():
+                    again = _tensors_in(self.call(obj._attn_ref, args, kwargs, seed=again_seed))
+                if len(again) != len(outs) or again[index].shape != tensor.shape or \
+                        again[index].dtype != tensor.dtype:
+                    self.varied_by = by
+                    return tensor.numel()
+                same = torch.isclose(again[index], tensor.detach(), rtol=0, atol=0, equal_nan=True) \
+                    if tensor.is_floating_point() or tensor.is_complex() else again[index] == tensor.detach()
+                if not bool(same.all()):
+                    self.varied_by = by
+                    return int((~same).sum())
+            return 0
         return None
 
     def simple(self, op: str, ref: dict[str, Any], **fields: Any) -> Any:
