@@ -118,13 +118,50 @@ def test_train_refuses_bad_data_in_one_sentence(tmp_path, make, fragments):
 
 
 def test_train_accepts_ten_distinct_pairs_and_reports_duplicates(tmp_path):
+    """... and, told to --force over a trained model, keeps that model as a backup first."""
     lines = "".join(f"the dog {i}\tder Hund {i}\n" for i in range(10)) + "the dog 0\tder Hund 0\n"
     data = _write(tmp_path / "ten.tsv", lines.encode())
-    proc = attn("train", "--data", str(data), "--checkpoint", str(tmp_path / "c.safetensors"),
+    earlier = _write(tmp_path / "c.safetensors", b"twelve minutes of someone's training")
+    _write(tmp_path / "c.previous.safetensors", b"an older backup")
+    proc = attn("train", "--data", str(data), "--checkpoint", str(earlier), "--force",
                 "--notebook", str(SOLUTION_08), env={**os.environ, "ATTN_TRAIN_STEPS": "1"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "data: ten.tsv (10 pairs, 11 lines); 9 to train on, 1 held out" in proc.stdout, proc.stdout
     assert "ATTN_TRAIN_STEPS=1: training 1 step only" in proc.stdout and "trained to step 1 (" in proc.stdout
+    backup = tmp_path / "c.previous-2.safetensors"  # the older backup is not overwritten either
+    assert f"is kept as {backup}" in proc.stdout, proc.stdout
+    assert backup.read_bytes() == b"twelve minutes of someone's training"
+    assert (tmp_path / "c.previous.safetensors").read_bytes() == b"an older backup"
+    assert earlier.read_bytes()[:8] != b"twelve m" and earlier.stat().st_size > 10_000
+    assert f"translate with it: attn translate --checkpoint {earlier}" in proc.stdout
+
+
+@pytest.mark.parametrize("lang, fragments", [
+    ("en", ["already holds a trained model", "--resume", "--force (it is kept as c.previous.safetensors)"]),
+    ("zh", ["已经存有一个训练好的模型", "--force"]),
+])
+def test_train_never_overwrites_a_trained_model_unasked(tmp_path, lang, fragments):
+    """A trained model at the checkpoint stops `attn train` in one sentence (in the user's language), before any
+    data or notebook is loaded, and the model is untouched."""
+    model = _write(tmp_path / "c.safetensors", b"trained")
+    _one_sentence_refusal(attn("train", "--checkpoint", str(model), "--lang", lang), *fragments)
+    assert model.read_bytes() == b"trained"
+
+
+def test_own_data_trains_into_a_checkpoint_of_its_own():
+    """README's `attn train --data my_pairs.tsv` saves beside the course translator, never over it."""
+    import argparse
+
+    from utils.translator import checkpoint_path
+    from utils.translator.cli import _train_checkpoint
+
+    def where(**given):
+        return _train_checkpoint(argparse.Namespace(**{"checkpoint": None, "data": None, **given}))
+
+    assert where() == checkpoint_path()
+    assert where(data="some/folder/my_pairs.tsv") == checkpoint_path("my_pairs.safetensors")
+    assert where(data="translator.tsv") == checkpoint_path("translator-data.safetensors")
+    assert where(data="my_pairs.tsv", checkpoint="mine.safetensors").name == "mine.safetensors"
 
 
 @pytest.mark.parametrize("value", ["0", "many", "-3"])

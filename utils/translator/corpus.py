@@ -36,6 +36,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..speech import _
+
 __all__ = [
     "Pair", "make_corpus", "split_pairs", "read_pairs", "write_pairs", "corpus_stats", "is_reordered",
     "tokenize", "Vocab", "PAD", "BOS", "EOS", "UNK", "SPECIALS", "english_word_classes", "similar_known_words",
@@ -514,8 +516,9 @@ def read_pairs(path: str | Path) -> list[Pair]:
             continue
         cols = line.split("\t")
         if len(cols) not in (2, 3) or not cols[0].strip() or not cols[1].strip():
-            raise ValueError(f"{path}, line {number}: expected 'source<TAB>target' (optionally <TAB>alignment), "
-                             f"got {len(cols)} tab-separated field(s): {line[:80]!r}")
+            raise ValueError(_("{path}, line {number}: expected 'source<TAB>target' (optionally <TAB>alignment), got "
+                               "{n} tab-separated field(s): {line}").format(path=path, number=number, n=len(cols),
+                                                                             line=repr(line[:80])))
         src, tgt = " ".join(tokenize(cols[0])), " ".join(tokenize(cols[1]))
         alignment = None
         if len(cols) == 3:
@@ -525,8 +528,9 @@ def read_pairs(path: str | Path) -> list[Pair]:
             except ValueError:
                 alignment = ()
             if len(alignment) != n_tgt or any(a is not None and not 0 <= a < n_src for a in alignment):
-                raise ValueError(f"{path}, line {number}: the alignment must give one source index (0..{n_src - 1}) "
-                                 f"or '-' for each of the {n_tgt} target words, got {cols[2]!r}")
+                raise ValueError(_("{path}, line {number}: the alignment must give one source index (0..{last}) or "
+                                   "'-' for each of the {n} target words, got {got}").format(
+                                       path=path, number=number, last=n_src - 1, n=n_tgt, got=repr(cols[2])))
         pairs.append(Pair(src, tgt, alignment))
     return pairs
 
