@@ -67,7 +67,7 @@ RUN = {
     '.venv/bin/attn translate --beam 4 --attention cross.png "yesterday the woman has written a letter"':
         "test_translate_beam_with_heatmap",
     ".venv/bin/attn translate --vocabulary": "test_translate_lists_its_vocabulary",
-    ".venv/bin/attn train --steps 6000": "trained (fixture), with ATTN_TRAIN_STEPS",
+    ".venv/bin/attn train --steps 6000 --force": "trained (fixture), with ATTN_TRAIN_STEPS",
     ".venv/bin/attn train --data my_pairs.tsv": "test_train_on_your_own_pairs",
     "ATTN_TRAIN_STEPS=20 .venv/bin/attn train": "test_quick_training_as_documented",
     ".venv/bin/python -m utils.bootstrap": "test_bootstrap_keeps_an_installed_pytorch_and_says_what_it_downloaded",
@@ -150,10 +150,10 @@ def one_clean_line(proc: subprocess.CompletedProcess) -> str:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Path:
-    """README's `attn train --steps 6000`, cut to STEPS steps by ATTN_TRAIN_STEPS, with the finished solution
+    """README's `attn train --steps 6000 --force`, cut to STEPS steps by ATTN_TRAIN_STEPS, with the finished solution
     notebook (a reader's own copy starts blank) and a temporary checkpoint (the reader's is in checkpoints/)."""
     path = tmp_path_factory.mktemp("translator") / "translator.safetensors"
-    proc = run(".venv/bin/attn train --steps 6000", env={"ATTN_TRAIN_STEPS": str(STEPS)},
+    proc = run(".venv/bin/attn train --steps 6000 --force", env={"ATTN_TRAIN_STEPS": str(STEPS)},
                extra=("--notebook", str(SOLUTION_08), "--checkpoint", str(path)))
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
@@ -434,3 +434,60 @@ def test_course_contract_matches_the_solutions():
         assert "../shared" not in path.read_text(encoding="utf-8"), f"{path.name} points outside the repository"
     for doc in ("COURSE.md", "STYLE.md", "TOOLCHAIN.md"):
         assert (ROOT / "docs" / doc).is_file()
+
+
+# -- the commands the notebooks recommend ---------------------------------------------------------------------------
+
+_SUBCOMMANDS = r"(?:check|translate|train|lab|release|autograde|i18n|references|execute|docs|bench)"
+
+
+def notebook_commands() -> dict[str, set[str]]:
+    """The `attn` command lines the student notebooks (English and Chinese) give a learner to type: the lines of
+    their markdown code blocks and their code spans that call a subcommand with arguments (a bare `attn check`
+    names the command, it is not one to type), without a trailing comment; {command: the notebooks giving it}."""
+    found: dict[str, set[str]] = {}
+    copies = sorted(nbs.NOTEBOOKS.glob("[0-9]*/*.ipynb")) + sorted((nbs.NOTEBOOKS / "zh").glob("[0-9]*/*.ipynb"))
+    for path in copies:
+        for cell in nbs.read(path).cells:
+            if cell.cell_type != "markdown":
+                continue
+            blocks = re.findall(r"```[^\n]*\n(.*?)```", cell.source, re.S)
+            spans = re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", cell.source, flags=re.S))
+            for line in [line for block in blocks for line in block.splitlines()] + spans:
+                line = re.sub(r"\s+#\s.*$", "", line.strip()).strip()
+                if re.match(rf"^(?:[A-Z_]+=\S+ )*(?:\S*/)?attn {_SUBCOMMANDS} \S", line):
+                    found.setdefault(line, set()).add(str(path.relative_to(ROOT)))
+    return found
+
+
+def test_every_command_a_notebook_recommends_is_written_as_readme_writes_it():
+    """A notebook's commands start with README's `.venv/bin/attn` (08 once dropped it), and each is a command README
+    gives (and a test above runs), an `attn check` of a notebook that exists, or an `attn translate` that
+    `test_every_translate_command_a_notebook_recommends_runs` runs."""
+    commands = notebook_commands()
+    assert any("attn translate" in c for c in commands), "notebook 08 recommends no attn translate any more?"
+    readme = set(bash_block_commands(README)) | set(INLINE)
+    for command, where in sorted(commands.items()):
+        assert re.match(r"^(?:[A-Z_]+=\S+ )*\.venv/bin/attn ", command), f"{sorted(where)}: {command!r} drops .venv/bin/"
+        words = shlex.split(command)
+        while re.match(r"^[A-Z_]+=", words[0]):
+            words.pop(0)
+        if words[1] == "check" and len(words) == 3:
+            assert (ROOT / words[2]).is_dir(), f"{sorted(where)}: {command!r}: no such folder"
+        elif words[1] != "translate":
+            assert command in readme, f"{sorted(where)}: {command!r} is neither README's nor run by a test"
+
+
+def test_every_translate_command_a_notebook_recommends_runs(trained, tmp_path):
+    """Run as written (with the finished solution and the short-trained checkpoint, as README's): exit 0, one line
+    of the target language on stdout. 08 §12 once recommended a sentence with a word the model has never seen.
+    README's own commands are run by the tests above, and not again here."""
+    readme = set(bash_block_commands(README)) | set(INLINE)
+    commands = [c for c in notebook_commands() if re.match(r"^\.venv/bin/attn translate ", c)]
+    assert commands
+    for command in sorted(set(commands) - readme):
+        proc = run(command, cwd=tmp_path, extra=_translate_options(trained))
+        assert proc.returncode == 0, (command, proc.stderr[-2000:])
+        if "--vocabulary" not in command:
+            line = one_clean_line(proc)
+            assert set(line.split()) <= _target_words(trained), (command, line)
