@@ -70,34 +70,39 @@ NOTEBOOKS: tuple[Notebook, ...] = (
               Exercise("load_gpt2_attention", 3), Exercise("mha_parameter_count", 2))),
     Notebook("05_positional_encoding",
              "attention is blind to order, sinusoidal encoding and its offset rotation, learned and relative "
-             "encodings, ALiBi, RoPE and why its scores depend only on m − n",
+             "encodings, ALiBi, RoPE and why its scores depend only on m − n, naming the bug behind a broken RoPE's "
+             "output",
              (Exercise("sinusoidal_encoding", 3), Exercise("offset_rotation", 2), Exercise("PositionalEncoding", 2),
-              Exercise("apply_rope", 3))),
+              Exercise("apply_rope", 3), Exercise("name_the_rope_bug", 3))),
     Notebook("06_grouped_query_attention",
              "why decoding is memory-bound, MHA / GQA / MQA as one family, `repeat` vs `repeat_interleave`, "
              "mean-pooling a multi-head checkpoint into GQA, a KV cache that decodes token by token exactly like one "
-             "causal pass (RoPE included), the cache's speed-up measured, KV-cache sizes of real models",
-             (Exercise("repeat_kv", 2), Exercise("GroupedQueryAttention", 4), Exercise("KVCache", 4),
-              Exercise("kv_cache_bytes", 2))),
+             "causal pass (RoPE included), telling a correct cache from a broken one by what it returned, the cache's "
+             "speed-up measured, KV-cache sizes of real models (a sliding window included)",
+             (Exercise("repeat_kv", 2), Exercise("GroupedQueryAttention", 6), Exercise("KVCache", 2),
+              Exercise("cache_is_correct", 3), Exercise("kv_cache_bytes", 2))),
     Notebook("07_flash_attention",
              "the GPU memory hierarchy and why attention is IO-bound, online softmax derived and checked, tiled "
-             "attention with the logsumexp and causal block skipping, an HBM-traffic model (Θ(N²d²/M), not O(Nd)), "
+             "attention with the logsumexp and causal block skipping, naming the bug behind a broken tiled attention's "
+             "output, an HBM-traffic model (Θ(N²d²/M), not O(Nd)), "
              "peak memory measured at N = 8192, a backward pass that recomputes from the logsumexp, the forward pass "
              "in Triton (interpreted on the CPU; compiled on an H200: 84–100 % of FlashAttention-2's speed)",
-             (Exercise("online_softmax", 2), Exercise("flash_attention", 4), Exercise("hbm_traffic", 2),
-              Exercise("FlashAttentionFunction", 3), Exercise("flash_attention_triton", 3, needs="triton"))),
+             (Exercise("online_softmax", 2), Exercise("flash_attention", 4), Exercise("name_the_flash_bug", 3),
+              Exercise("hbm_traffic", 2), Exercise("FlashAttentionFunction", 4),
+              Exercise("flash_attention_triton", 3, needs="triton"))),
     Notebook("08_transformer_translator",
              "a corpus the course generates (English → a German-like language with case, verb-second, participles "
              "and verbs at the end, gold word alignments), an encoder–decoder Transformer assembled from your own "
              "parts of 03–06 (PyTorch's built-ins where one is missing), with a decoder cache that projects each "
              "token's keys and values once into 06's `KVCache` and the source's once per sentence, pre- or "
              "post-norm layers checked against PyTorch's, training on one CPU thread to held-out BLEU ≥ 95 "
-             "(sacrebleu) in about 3 minutes, greedy decoding with that cache (17.6× faster than without at 128 "
-             "output tokens in a batch of 32, 3.1× for one sentence, in the run stored in §11), beam search with a length "
+             "(sacrebleu) in about 3 minutes after predicting the label-smoothing floor its loss meets, greedy "
+             "decoding with that cache (many times faster than without for long outputs in a batch, as §11 measures on "
+             "your machine), beam search with a length "
              "penalty (graded by properties every correct beam search has), cross-attention heatmaps and measured "
              "alignment, `attn train` / `attn translate`",
              (Exercise("decoder_mask", 2), Exercise("EncoderLayer", 4), Exercise("DecoderLayer", 5),
-              Exercise("greedy_decode", 4), Exercise("beam_search", 4)),
+              Exercise("greedy_decode", 4), Exercise("label_smoothing_floor", 2), Exercise("beam_search", 4)),
              warm=("utils.translator.corpus:warm",)),
 )
 
