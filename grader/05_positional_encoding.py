@@ -7,7 +7,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from utils.grading import Mistake, standing_in
+from utils.grading import CheckFailure, CheckTimeout, Mistake, standing_in
+from utils.i18n import N_
 from utils.results import later as _  # words said in the reader's language when shown
 
 # -- the catalogue of known mistakes (section names are the notebook's headings) -----------------------
@@ -41,6 +42,13 @@ DROPOUT_IN_EVAL = Mistake(
     "dropout active in eval mode",
     "model.eval() must switch dropout off: use the nn.Dropout module (it follows train() / eval()), or pass "
     "training=self.training to F.dropout. With dropout in eval mode every translation and every test is random",
+    "4. The `PositionalEncoding` module",
+)
+DROPOUT_BEFORE_ADD = Mistake(
+    "dropout before the addition",
+    "in train mode every output is either PE (x dropped, the table added after) or 2x + PE: the dropout acts on x "
+    "alone and the table is added afterwards, whole. The dropout regularises the sum, so it comes after the "
+    "addition: dropout(x + PE[:L])",
     "4. The `PositionalEncoding` module",
 )
 INTERLEAVED_ROPE = Mistake(
@@ -299,7 +307,10 @@ def _test_PositionalEncoding(check, refs, PositionalEncoding):
         expected = 2 * (x + reference_sinusoidal(64, 32))
         kept = out != 0
         frac = float(kept.float().mean())
-        check.true(0.4 < frac < 0.6, "in train mode with dropout=0.5 about half of the outputs should be zero.")
+        table = reference_sinusoidal(64, 32)
+        before = frac > 0.6 and bool((((out - table).abs() < 1e-4) | ((out - table - 2 * x).abs() < 1e-4)).all())
+        check.true(0.4 < frac < 0.6, "in train mode with dropout=0.5 about half of the outputs should be zero.",
+                   DROPOUT_BEFORE_ADD if before else None)
         check.close(out[kept], expected[kept], "the entries dropout kept", atol=1e-4)
     with check("eval mode with dropout=0.5: no dropout at all, forward(x) = x + PE, the same on every call", weight=2):
         module = PositionalEncoding(16, 40, 0.5).eval()
@@ -309,11 +320,18 @@ def _test_PositionalEncoding(check, refs, PositionalEncoding):
         check.true(torch.allclose(first, second), "two calls in eval mode gave different outputs.", DROPOUT_IN_EVAL)
         check.close(first, x + reference_sinusoidal(40, 16)[:11], "forward(x) in eval mode", atol=1e-4)
         check.true(torch.equal(x, before), "forward changed x in place (x += ...): return x + pe instead.")
-    with check("L = max_len works, L = max_len + 1 raises ValueError"):
+    with check("L = max_len works, L = max_len + 1 raises a ValueError that gives both numbers"):
         module = PositionalEncoding(8, 12, 0.0).eval()
         check.shape(module(torch.zeros(1, 12, 8)), (1, 12, 8), "forward of a sequence of exactly max_len")
         check.true(_raises_value_error(module, torch.zeros(1, 13, 8)),
                    "a sequence longer than max_len should raise ValueError.")
+        try:
+            module(torch.zeros(1, 13, 8))
+        except ValueError as error:
+            said = str(error)
+            check.true("12" in said and "13" in said, _(
+                "the ValueError for 13 tokens with max_len=12 says {said!r}: a message that gives both numbers (the "
+                "length and max_len) tells the user what to change.").format(said=said))
     with check("after the module, attention can tell word orders apart (no longer permutation-equivariant)"):
         module = PositionalEncoding(16, 32, 0.0).eval()
         x = torch.randn(1, 6, 16)
@@ -356,8 +374,8 @@ def test_apply_rope(check, refs, apply_rope):
         perm = torch.randperm(8)
         check.close(apply_rope(xx[:, perm], pos[perm]), apply_rope(xx, pos)[:, perm], "apply_rope of permuted tokens",
                     atol=1e-5)
-    with check("keeps the dtype and shape of x (float64 and float16, 2-D x of shape (L, d))"):
-        for dtype in (torch.float64, torch.float16):  # float16 in, float16 out: angles in float32, cast before use
+    with check("keeps the dtype and shape of x (float64, float16 and bfloat16, 2-D x of shape (L, d))"):
+        for dtype in (torch.float64, torch.float16, torch.bfloat16):  # half in, half out: angles in float32, cast
             with check.case():
                 xx = torch.randn(6, 8, dtype=dtype)
                 out = apply_rope(xx, torch.arange(6))
@@ -381,13 +399,262 @@ def _reference_table():
     return {"sinusoidal_encoding": sinusoidal_encoding}
 
 
+# -- name_the_rope_bug: which RoPE implementation made this output? ---------------------------------------------
+NAME_ROPE_BUG = N_("Exercise 5 — name the RoPE bug")
+
+#: The labels, as the notebook's locked cell gives them to the learner (the same strings, in the same order).
+ROPE_BUGS = ("correct", "neighbour pairs", "wrong direction", "positions shifted", "wrong frequencies",
+             "not a rotation", "something else")
+
+ROPE_EXACT_COMPARE = Mistake(
+    "rotated vectors compared exactly, or with too tight a tolerance",
+    "outputs of every listed implementation were named 'something else', on some inputs or on all: two float32 "
+    "computations of the same rotation (another order of operations, angles rounded differently, a float64 run rounded to float32) "
+    "differ in the last bits, so == and torch.equal almost never hold, and torch.allclose's default atol (1e-8) is "
+    "too tight for entries near 0. Compare with a tolerance well above float32's rounding and well below the gap "
+    "between two implementations",
+    NAME_ROPE_BUG,
+)
+ROPE_TOLERANCE_SCALE = Mistake(
+    "a tolerance that ignores the size of x",
+    "every output was recognised except on the inputs with large entries (hundreds or thousands): there float32's "
+    "rounding of the angle, times the length of the vector, is far above a fixed atol such as 1e-4. A tolerance must "
+    "follow the scale of the numbers compared, e.g. atol = 1e-4 * x.abs().max()",
+    NAME_ROPE_BUG,
+)
+ROPE_BASE_DROPPED = Mistake(
+    "`base` not passed on",
+    "the answers are right for base = 10000 and wrong for another base: the candidates were computed with the "
+    "default base (apply_rope(x, positions) without base=base), so on an input made with base 500 none of them is "
+    "the implementation that made the output",
+    NAME_ROPE_BUG,
+)
+ROPE_CORRECT_BY_DEFAULT = Mistake(
+    "'correct' by default",
+    "an output that none of the listed implementations made was named 'correct': 'correct' must be a match with the "
+    "correct rotation like every other label, and an output that matches nothing is 'something else'",
+    NAME_ROPE_BUG,
+)
+ROPE_FIXED_AXIS = Mistake(
+    "an axis counted from the front",
+    "the same numbers got different names with another number of leading dims: an axis counted from the front "
+    "(x[:, 0::2], dim=1, transpose(0, 1)) moves when a batch or head axis is added. Count from the end: the pairs "
+    "are in the last axis (x[..., 0::2]), the tokens in the second to last",
+    NAME_ROPE_BUG,
+)
+
+
+def _rope_bug_output(x: torch.Tensor, positions: torch.Tensor, base: float, label: str) -> torch.Tensor:
+    """What the implementation labelled `label` returns, computed in float64 and rounded to x's dtype."""
+    if label == "correct":
+        return reference_rope(x, positions, base)
+    if label == "neighbour pairs":
+        return reference_rope(x, positions, base, pairing="interleaved")
+    if label == "wrong direction":
+        return reference_rope(x, -positions, base)
+    if label == "positions shifted":
+        return reference_rope(x, positions + 1, base)
+    if label == "wrong frequencies":
+        return reference_rope(x, positions, base, two=1.0)
+    if label == "not a rotation":
+        return reference_rope(x, positions, base, signs="++")
+    raise ValueError(label)
+
+
+def _rope_something_else(x: torch.Tensor, positions: torch.Tensor, base: float, kind: int) -> torch.Tensor:
+    """An output none of the listed implementations makes: two bugs at once, positions one too small, or the
+    frequencies of base 10000 where the input asked for another base."""
+    if kind == 0:  # neighbour pairs, turned the wrong way
+        return reference_rope(x, -positions, base, pairing="interleaved")
+    if kind == 1:  # positions one too small (m - 1)
+        return reference_rope(x, positions - 1, base)
+    if kind == 2:  # the base argument ignored (only used where base != 10000)
+        return reference_rope(x, positions, 10000.0)
+    return reference_rope(x, positions + 1, base, two=1.0)  # wrong frequencies and shifted positions
+
+
+def _rope_float32_candidates(x, positions, base) -> dict[str, torch.Tensor]:
+    """The listed implementations computed in float32 the plain way (angles in float32), as a learner's code does."""
+    d, half = x.shape[-1], x.shape[-1] // 2
+    i = torch.arange(half, dtype=torch.float32)
+
+    def rotate(m, two=2.0, pairing="half", signs="-+"):
+        angle = m.to(torch.float32)[:, None] * (base ** (-two * i / d))
+        c, s = angle.cos(), angle.sin()
+        if pairing == "half":
+            a, b = x[..., :half], x[..., half:]
+        else:
+            a, b = x[..., 0::2], x[..., 1::2]
+        first = a * c - b * s if signs[0] == "-" else a * c + b * s
+        second = b * c + a * s
+        if pairing == "half":
+            return torch.cat([first, second], dim=-1)
+        return torch.stack([first, second], dim=-1).flatten(-2)
+
+    return {"correct": rotate(positions), "neighbour pairs": rotate(positions, pairing="neighbours"),
+            "wrong direction": rotate(-positions), "positions shifted": rotate(positions + 1),
+            "wrong frequencies": rotate(positions, two=1.0), "not a rotation": rotate(positions, signs="++")}
+
+
+def _rope_separated(outputs, float32, scale: float, gap: float = 0.05, rounding: float = 1e-5) -> bool:
+    """Every two outputs differ by more than `gap` * scale somewhere, and each label's float32 computation is within
+    `rounding` * scale of the float64-made output (scale: the largest entry of x)."""
+    labels = list(outputs)
+    for n, a in enumerate(labels):
+        for b in labels[n + 1:]:
+            if float((outputs[a] - outputs[b]).abs().max()) <= gap * scale:
+                return False
+    return all(float((float32[label] - outputs[label]).abs().max()) < rounding * scale for label in float32)
+
+
+#: Hidden inputs (leading dims, L, d, base, positions, scale of x, kind of "something else"): 0 to 2 leading dims,
+#: d >= 4 (at d = 2 the two pairings are one), bases other than 10000, positions that do not start at 0 or are not
+#: in order, and one input with entries in the thousands.
+_ROPE_BUG_INPUTS = [((2, 3), 5, 8, 10000.0, "arange", 1.0, 0), ((3,), 6, 12, 500.0, "random", 1.0, 2),
+                    ((), 7, 16, 10000.0, "cache", 1.0, 1), ((2,), 4, 6, 100.0, "random", 1000.0, 3),
+                    ((), 5, 4, 10000.0, "random", 1.0, 0), ((2, 2), 3, 32, 50000.0, "random", 3.0, 2)]
+_ROPE_COPIES = [(2,), (2, 3)]
+
+
+def _rope_positions(kind: str, L: int, g) -> torch.Tensor:
+    if kind == "arange":
+        return torch.arange(L)
+    if kind == "cache":  # a cache that continues at position 100
+        return torch.arange(100, 100 + L)
+    return torch.randperm(48, generator=g)[:L]  # distinct, not in order, not from 0
+
+
+def _rope_bug_cases(g: torch.Generator | None = None):
+    """[((x, positions, base, output), label, leading dims, family, large)] for every hidden input and label, in a
+    random order; a 0-leading-dim input is also given with 1 and 2 leading dims (copies of the same numbers)."""
+    cases = []
+    for n, (lead, L, d, base, kind, scale, other) in enumerate(_ROPE_BUG_INPUTS):
+        for _attempt in range(50):  # redraw until no two labels nearly coincide on this input
+            x = torch.randn(*lead, L, d, generator=g) * scale
+            positions = _rope_positions(kind, L, g)
+            outputs = {label: _rope_bug_output(x, positions, base, label) for label in ROPE_BUGS[:-1]}
+            outputs["something else"] = _rope_something_else(x, positions, base, other)
+            size = float(x.abs().max())
+            if _rope_separated(outputs, _rope_float32_candidates(x, positions, base), size):
+                break
+        else:
+            raise RuntimeError(f"no input {_ROPE_BUG_INPUTS[n]} keeps the labels apart")  # the grader's bug
+        def rounded_elsewhere(out: torch.Tensor) -> torch.Tensor:
+            """`out` as another implementation's float32 rounding leaves it: a few units of float32's last place of
+            the largest entry apart, so that only a comparison with a tolerance recognises it."""
+            return out + torch.randn(out.shape, generator=g) * (1e-6 * size)
+
+        for label, out in outputs.items():
+            cases.append(((x, positions, base, rounded_elsewhere(out)), label, len(lead), n, scale > 100))
+            if not lead:
+                for copies in _ROPE_COPIES:
+                    xc = x.expand(*copies, *x.shape).clone()
+                    made = (_rope_something_else(xc, positions, base, other) if label == "something else"
+                            else _rope_bug_output(xc, positions, base, label))
+                    cases.append(((xc, positions, base, rounded_elsewhere(made)), label, len(copies), n, scale > 100))
+    order = torch.randperm(len(cases), generator=g).tolist()
+    return [cases[j] for j in order]
+
+
+_ROPE_BUG_CHECKS = {
+    "correct": N_("names a correct RoPE's output 'correct' (0 to 2 leading dims, other bases, positions not from 0), "
+                  "and no other output"),
+    "neighbour pairs": N_("names the output of RoPE on neighbouring pairs 'neighbour pairs', and no other output"),
+    "wrong direction": N_("names the output of a rotation by -m·θ 'wrong direction', and no other output"),
+    "positions shifted": N_("names the output of RoPE at positions m + 1 'positions shifted', and no other output"),
+    "wrong frequencies": N_("names the output of θ_i = base^(-i/d) 'wrong frequencies', and no other output"),
+    "not a rotation": N_("names the output of the same-sign formula 'not a rotation', and no other output"),
+    "something else": N_("says 'something else' for outputs none of these made (two bugs at once, positions m - 1, "
+                         "base 10000 where another was asked for), and only for those"),
+}
+
+
+def test_name_the_rope_bug(check, refs, name_the_rope_bug):
+    answers = []  # (label, what the learner's function said, leading dims, family, large, base)
+    errors: dict[str, BaseException] = {}
+    with standing_in(name_the_rope_bug, apply_rope=_reference_rope_part()["apply_rope"]):
+        for (x, positions, base, out), label, lead, family, large in _rope_bug_cases():
+            inputs = (x.clone(), positions.clone(), out.clone())
+            try:
+                said = name_the_rope_bug(*inputs, base=base)
+            except (NotImplementedError, CheckTimeout):
+                raise
+            except Exception as exc:  # noqa: BLE001 - one input's crash fails the checks of its label only
+                errors.setdefault(label, exc)
+                said = exc
+            answers.append((label, said, lead, family, large, base))
+            if not all(torch.equal(a, b) for a, b in zip(inputs, (x, positions, out))):
+                errors.setdefault(label, CheckFailure(_(
+                    "name_the_rope_bug changed its inputs in place; the caller still needs them.")))
+
+    wrong = [(label, said, large, base) for label, said, _lead, _family, large, base in answers if said != label]
+    by_content: dict[tuple[str, int], set] = {}
+    for label, said, _lead, family, _large, _base in answers:
+        by_content.setdefault((label, family), set()).add(said if isinstance(said, str) else type(said).__name__)
+    right_at_10000 = all(said == label for label, said, _lead, _family, _large, base in answers if base == 10000.0)
+    mistake = None  # the catalogued mistake that explains every wrong answer, if one does
+    if any(len(said) > 1 for said in by_content.values()):
+        mistake = ROPE_FIXED_AXIS
+    elif wrong and all(large and said == "something else" for _label, said, large, _base in wrong):
+        mistake = ROPE_TOLERANCE_SCALE
+    elif wrong and right_at_10000 and any(label == "something else" and said == "correct"
+                                          for label, said, _large, base in wrong if base != 10000.0):
+        # computed at base 10000: the output made at base 10000 where another base was asked for is "correct" to it
+        mistake = ROPE_BASE_DROPPED
+    elif wrong and all(label == "something else" and said == "correct" for label, said, _large, _base in wrong):
+        mistake = ROPE_CORRECT_BY_DEFAULT
+    elif wrong and all(label != "something else" and said == "something else" for label, said, _l, _b in wrong) \
+            and {label for label, *_rest in wrong} == set(ROPE_BUGS[:-1]):
+        mistake = ROPE_EXACT_COMPARE
+
+    def verdict(label: str) -> None:
+        if label in errors:
+            exc = errors[label]
+            if isinstance(exc, CheckFailure):
+                raise exc
+            raise CheckFailure(_("name_the_rope_bug raised {error} on an output made by '{label}': {message}").format(
+                error=type(exc).__name__, label=label, message=exc), mistake)
+        for want, said, lead, _family, large, base in answers:
+            if want != label:
+                continue
+            if not isinstance(said, str) or said not in ROPE_BUGS:
+                raise CheckFailure(_("name_the_rope_bug returned {said!r}, which is not one of the labels in "
+                                     "ROPE_BUGS.").format(said=said))
+            if said == "something else" and want != "something else":
+                message = _("the output of '{want}' (leading dims: {lead}, base {base}{large}) was named 'something "
+                            "else', though it is within float32's rounding of that implementation: either your "
+                            "version of '{want}' computes something other than the table describes, or your "
+                            "comparison is too strict for numbers of this size.")
+            else:
+                message = _("the output of '{want}' (leading dims: {lead}, base {base}{large}) was named '{said}'.")
+            check.true(said == want, message.format(
+                want=want, said=said, lead=lead, base=f"{base:g}", large=_(", entries in the thousands") if large else ""),
+                mistake)
+        for want, said, lead, _family, _large, base in answers:  # no output of another implementation got `label`
+            check.true(said != label or want == label,
+                       _("the output of '{want}' (leading dims: {lead}, base {base}) was named '{said}'.").format(
+                           want=want, lead=lead, base=f"{base:g}", said=said), mistake)
+
+    for label in ROPE_BUGS:
+        with check(_(_ROPE_BUG_CHECKS[label])):
+            verdict(label)
+
+
+def _reference_rope_part():
+    def apply_rope(x, positions, base=10000):
+        return reference_rope(x, positions, float(base))
+
+    return {"apply_rope": apply_rope}
+
+
 # While grading, the visible checks of a composite exercise run with these parts standing in for the learner's
 # (utils.engine.checking.GradingContext), as its hidden tests do: a bug in a part costs points in that part only.
-STAND_INS = {"PositionalEncoding": _reference_table}
+STAND_INS = {"PositionalEncoding": _reference_table, "name_the_rope_bug": _reference_rope_part}
 
 HIDDEN_TESTS = {
     "sinusoidal_encoding": test_sinusoidal_encoding,
     "offset_rotation": test_offset_rotation,
     "PositionalEncoding": test_PositionalEncoding,
     "apply_rope": test_apply_rope,
+    "name_the_rope_bug": test_name_the_rope_bug,
 }

@@ -53,6 +53,24 @@ MISTAKES = [
     {"cell": "PositionalEncoding", "old": "return self.dropout(x + self.pe[:L])",
      "new": "return self.dropout(x * self.pe.shape[1] ** 0.5 + self.pe[:L])",
      "exercise": "PositionalEncoding", "mistake": "x scaled inside the module"},
+    # dropout on x, then the table added whole: few zeros, and every output PE or 2x + PE (the visible check fails too)
+    {"cell": "PositionalEncoding", "old": "return self.dropout(x + self.pe[:L])",
+     "new": "return self.dropout(x) + self.pe[:L]",
+     "exercise": "PositionalEncoding", "mistake": "dropout before the addition"},
+    # name_the_rope_bug: the comparison, the tolerance, the base, the default, an axis from the front
+    {"cell": "name_the_rope_bug", "old": "torch.allclose(candidate, rotated, rtol=1e-4, atol=tolerance)",
+     "new": "torch.equal(candidate, rotated)",  # recognises nothing: every output is "something else"
+     "exercise": "name_the_rope_bug", "mistake": "rotated vectors compared exactly, or with too tight a tolerance",
+     "loses_everything": True},
+    {"cell": "name_the_rope_bug", "old": "tolerance = 1e-4 * float(x.abs().max())", "new": "tolerance = 1e-4",
+     "exercise": "name_the_rope_bug", "mistake": "a tolerance that ignores the size of x"},
+    {"cell": "name_the_rope_bug", "old": "    half = x.shape[-1] // 2\n",
+     "new": "    half = x.shape[-1] // 2\n    base = 10000  # the argument forgotten: apply_rope(x, positions) everywhere\n",
+     "exercise": "name_the_rope_bug", "mistake": "`base` not passed on"},
+    {"cell": "name_the_rope_bug", "old": '    return "something else"\n', "new": '    return "correct"\n',
+     "exercise": "name_the_rope_bug", "mistake": "'correct' by default"},
+    {"cell": "name_the_rope_bug", "old": "dim=-1).flatten(-2)", "new": "dim=-1).flatten(1)",
+     "exercise": "name_the_rope_bug", "mistake": "an axis counted from the front"},
 ]
 
 # Correct answers written differently: all applied together, they must keep full marks.
@@ -78,19 +96,34 @@ VARIANTS = [
      "new": "    rotate_half = torch.cat([-x2, x1], dim=-1)\n"
             "    cos, sin = torch.cat([cos, cos], dim=-1), torch.cat([sin, sin], dim=-1)\n"
             "    return x * cos + rotate_half * sin"},
+    # name_the_rope_bug: the largest difference instead of allclose, the square root as a power
+    {"cell": "name_the_rope_bug",
+     "old": "        if candidate.shape == rotated.shape and torch.allclose(candidate, rotated, rtol=1e-4, atol=tolerance):",
+     "new": "        if candidate.shape == rotated.shape and (candidate - rotated).abs().max() <= 10 * tolerance:"},
+    {"cell": "name_the_rope_bug", "old": "apply_rope(x, positions, math.sqrt(base))",
+     "new": "apply_rope(x, positions, base ** 0.5)"},
+    # the neighbours through one permutation of the last axis and its inverse
+    {"cell": "name_the_rope_bug",
+     "old": "    split = apply_rope(torch.cat([x[..., 0::2], x[..., 1::2]], dim=-1), positions, base)\n"
+            "    woven = torch.stack([split[..., :half], split[..., half:]], dim=-1).flatten(-2)\n",
+     "new": "    order = torch.cat([torch.arange(0, 2 * half, 2), torch.arange(1, 2 * half, 2)])\n"
+            "    woven = apply_rope(x[..., order], positions, base)[..., torch.argsort(order)]\n"},
 ]
 
 # Mistakes that must lose points and get no catalogue name; `feedback` must appear in the exercise's feedback.
 UNNAMED = [
-    # Dropout before the addition: at position 0 the even columns of PE are sin 0 = 0, so some outputs are still
-    # zero in train mode; the visible check compares the kept outputs with (x + PE) * 2.
-    {"cell": "PositionalEncoding", "old": "return self.dropout(x + self.pe[:L])",
-     "new": "return self.dropout(x) + self.pe[:L]",
-     "exercise": "PositionalEncoding", "feedback": "dropout after the addition zeroes whole entries of x + PE"},
     # cos and sin left in float32: a float16 x comes back float32 (float64 is promoted the right way, float16 not).
     {"cell": "apply_rope", "old": "cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)",
      "new": "cos, sin = angle.cos(), angle.sin()",
      "exercise": "apply_rope", "feedback": "for x in float16 the output is torch.float32"},
+    # name_the_rope_bug: "not a rotation" rebuilt with the signs the other way round (x1 cos - x2 sin, x2 cos - x1 sin)
+    {"cell": "name_the_rope_bug", "old": "torch.cat([backward[..., :half], forward[..., half:]], dim=-1)",
+     "new": "torch.cat([forward[..., :half], backward[..., half:]], dim=-1)",
+     "exercise": "name_the_rope_bug", "feedback": "your version of 'not a rotation' computes something other"},
+    # name_the_rope_bug: the neighbours rotated but not woven back into their places
+    {"cell": "name_the_rope_bug", "old": "woven = torch.stack([split[..., :half], split[..., half:]], dim=-1).flatten(-2)",
+     "new": "woven = split",
+     "exercise": "name_the_rope_bug", "feedback": "your version of 'neighbour pairs' computes something other"},
 ]
 
 # Mistakes the catalogue does not know: the generic diagnosis (utils/diagnose.py) must say what they are.
