@@ -73,6 +73,19 @@ POSITIONS_RESTART = Mistake(
     "so the scores no longer see order",
     ROPE,
 )
+ROTATED_TWICE = Mistake(
+    "cached keys rotated again",
+    "the keys that update returned were rotated once more by their positions, though each was rotated when it was "
+    "new and the cache kept that rotation: every key but the newest is rotated twice, by twice its angle, and the "
+    "scores no longer depend on the distance alone. Rotate the new keys once, before they go into the cache",
+    ROPE,
+)
+FORGETS_PROMPT = Mistake(
+    "the cache forgets the prompt",
+    "the first update (the prompt) was returned but not kept: every later update returns the tokens fed after the "
+    "prompt only, so each new token attends to them and not to the prompt. The first update is stored like any other",
+    CACHE,
+)
 ROPE_ON_VALUES = Mistake(
     "RoPE applied to the values",
     "RoPE rotates the queries and the keys, whose dot product then depends on m - n; the values are read, not "
@@ -91,6 +104,19 @@ LEN_AXIS = Mistake(
     "len(cache) reads the wrong axis",
     "the number of cached positions is the size of the sequence axis, dim 2 of (B, h_kv, t, d_k); another axis "
     "gives the batch, the heads or the width",
+    CACHE,
+)
+NOT_STORED = Mistake(
+    "update does not store what it appends",
+    "update returned the old cache joined with the new keys and values but did not keep the result: the cache never "
+    "grows past its first update, so each later step sees the prompt and itself and none of the tokens between, and "
+    "len(cache) stays where the prompt left it. Store the joined tensors, then return them",
+    CACHE,
+)
+LEN_COUNTS_UPDATES = Mistake(
+    "len(cache) counts the updates",
+    "len(cache) must be the number of cached positions, the position of the next token; counting the calls of "
+    "update gives 1 after a prompt of any length, so every token after the prompt is placed too early",
     CACHE,
 )
 VALUES_GET_KEYS = Mistake(
@@ -173,6 +199,18 @@ DTYPE_IGNORED = Mistake(
     "the dtype argument ignored",
     "the bytes per element come from dtype: 4 for float32, 2 for float16 and bfloat16, 1 for int8 "
     "(torch.tensor([], dtype=dtype).element_size()); a constant gives the right count for one dtype only",
+    BYTES,
+)
+WINDOW_IGNORED = Mistake(
+    "the window ignored",
+    "with a sliding window of W positions the cache keeps only the last W tokens of each sequence (a rolling "
+    "buffer), so past W tokens it stops growing: the positions kept are min(seq_len, window)",
+    BYTES,
+)
+WINDOW_ALWAYS = Mistake(
+    "the window counted as the length",
+    "a sequence shorter than the window keeps all of its tokens, not window positions: the positions kept are "
+    "min(seq_len, window), and the window only caps a long sequence",
     BYTES,
 )
 NO_LAYERS = Mistake(
@@ -284,11 +322,12 @@ def _offer(actual, predictions, which):
 
 
 def reference_decode(params, x, prefill, num_heads, num_kv_heads, *, rope=False, read_cache=True,
-                     restart=False, tile=False):
+                     restart=False, tile=False, twice=False):
     """Cached decoding: a causal prefill of `prefill` tokens, then one token at a time.
 
     Returns the outputs of every position (B, L, d_model) and the weights of each call. The switches
-    reproduce the catalogued mistakes: no cache read, positions restarting at 0, tiled KV heads.
+    reproduce the catalogued mistakes: no cache read, positions restarting at 0, tiled KV heads, the returned keys
+    rotated once more by their positions.
     """
     L = x.shape[1]
     chunks = [(0, prefill)] + [(t, t + 1) for t in range(prefill, L)] if prefill else [(t, t + 1) for t in range(L)]
@@ -301,6 +340,8 @@ def reference_decode(params, x, prefill, num_heads, num_kv_heads, *, rope=False,
         ks.append(k)
         vs.append(v)
         keys = torch.cat(ks, dim=2) if read_cache else k
+        if rope and twice:
+            keys = reference_rope(keys, torch.arange(keys.shape[2]))
         values = torch.cat(vs, dim=2) if read_cache else v
         Lk = keys.shape[2]
         mask = torch.ones(b - a, Lk, dtype=torch.bool).tril(Lk - (b - a))  # (Lq, Lk): query i sees keys <= its position
@@ -323,8 +364,10 @@ def random_params(g: torch.Generator | None, d_model: int, num_heads: int, num_k
     return params
 
 
-def reference_kv_cache_bytes(num_layers, num_kv_heads, head_dim, seq_len, batch_size=1, bytes_per_element=2):
-    return 2 * num_layers * batch_size * num_kv_heads * seq_len * head_dim * bytes_per_element
+def reference_kv_cache_bytes(num_layers, num_kv_heads, head_dim, seq_len, batch_size=1, bytes_per_element=2,
+                             window=None):
+    kept = seq_len if window is None else min(seq_len, window)
+    return 2 * num_layers * batch_size * num_kv_heads * kept * head_dim * bytes_per_element
 
 
 def _repeat_kv(x, n_rep):
@@ -538,16 +581,22 @@ def _cache_mistake(actual, updates, others=None):
         return {}
     if others is not None and len(others) > 1:
         return {VALUES_GET_KEYS: torch.cat([updates[0]] + others[1:], dim=2), **_cache_mistake(actual, updates)}
-    if len(updates) > 1 and actual.shape == updates[-1].shape:
-        return {RETURNS_NEW: updates[-1]}
+    found = {}
+    if len(updates) > 2:  # offered whatever the shape, so that an answer it does not explain refutes it
+        found[FORGETS_PROMPT] = torch.cat(updates[1:], dim=2)
+    if len(updates) > 1:
+        found[RETURNS_NEW] = updates[-1]
+    if len(updates) > 2:
+        found[NOT_STORED] = torch.cat([updates[0], updates[-1]], dim=2)
     for dim in (0, 1, 3):
         try:
             wrong = torch.cat(updates, dim=dim)
         except RuntimeError:
             continue
         if wrong.shape == actual.shape:
-            return {WRONG_DIM: wrong}
-    return {}
+            found[WRONG_DIM] = wrong
+            break
+    return found
 
 
 def _update(cache, k, v):
@@ -611,7 +660,7 @@ def _decode_check(check, GroupedQueryAttention, KVCache, *, rope, B, L, prefill,
     params = random_params(None, d_model, h, h_kv)
     x = torch.randn(B, L, d_model)
     out, _weights = _decode(GroupedQueryAttention, KVCache, params, x, prefill, h, h_kv, rope)
-    own, _own_weights = _prefix_passes(GroupedQueryAttention, params, x, prefill, h, h_kv, rope)
+    own, _own_weights = _prefix_passes(GroupedQueryAttention, params, x, max(prefill, 1), h, h_kv, rope)
     full, _full_weights = reference_gqa(params, x, torch.ones(L, L, dtype=torch.bool).tril(), h, h_kv, rope=rope)
     mistakes = {}
     if _own_math_is_right(own, full):
@@ -619,6 +668,7 @@ def _decode_check(check, GroupedQueryAttention, KVCache, *, rope, B, L, prefill,
         mistakes[NO_CACHE_READ] = reference_decode(*args, rope=rope, read_cache=False)[0]
         if rope:
             mistakes[POSITIONS_RESTART] = reference_decode(*args, rope=True, restart=True)[0]
+            mistakes[ROTATED_TWICE] = reference_decode(*args, rope=True, twice=True)[0]
     check.close(out, own, _("outputs of cached decoding (L={L}, prefill={prefill}) vs your module without a "
                             "cache").format(L=L, prefill=prefill),
                 mistakes=mistakes, atol=2e-5)
@@ -658,7 +708,8 @@ def _test_kv_cache(check, refs, KVCache, GroupedQueryAttention):
         counts.append(len(cache))
         check.true(counts == [0, 5, 6], _("len(cache) was {counts} (empty, after 5 positions, after one more, of "
                                           "(B=3, h_kv=2, t, d_k=7)); expected [0, 5, 6].").format(counts=counts),
-                   LEN_AXIS if counts in ([0, 3, 3], [0, 2, 2], [0, 7, 7]) else None)
+                   LEN_AXIS if counts in ([0, 3, 3], [0, 2, 2], [0, 7, 7]) else
+                   LEN_COUNTS_UPDATES if counts == [0, 1, 2] else NOT_STORED if counts == [0, 5, 5] else None)
     with check("two caches are independent (no state shared between instances)"):
         a, b = KVCache(), KVCache()
         _update(a, torch.randn(1, 1, 3, 2), torch.randn(1, 1, 3, 2))
@@ -690,14 +741,19 @@ def _test_cache_path(check, GroupedQueryAttention):
                    CACHE_REPEATED if shape == (2, 6, 4, 4) else None)
     for rope in (False, True):
         with check(_("with the course's KV cache, cached decoding (a prefill, then single tokens) equals your module "
-                     "without a cache: outputs, random lengths (rope={rope})").format(rope=rope), weight=2):
+                     "without a cache: outputs, random lengths (rope={rope})").format(rope=rope),
+                   weight=3 if rope else 2):
             for _step in range(2):
                 L = int(torch.randint(5, 12, ()))
                 prefill = int(torch.randint(2, L - 1, ()))  # at least 2 prompt tokens, then at least 2 single ones
                 _decode_check(check, GroupedQueryAttention, course_cache, rope=rope, B=2, L=L, prefill=prefill,
                               d_model=24, h=6, h_kv=2)
+    with check("with the course's KV cache and no prompt (the first token alone, then one at a time), cached decoding "
+               "equals your module without a cache (rope=True)", weight=2):
+        _decode_check(check, GroupedQueryAttention, course_cache, rope=True, B=2, L=int(torch.randint(4, 9, ())),
+                      prefill=0, d_model=24, h=6, h_kv=2)
     with check("with the course's KV cache, cached decoding (prefill of 4, then 5 single tokens) gives your "
-               "module's weights at every step (rope=True)"):
+               "module's weights at every step (rope=True)", weight=2):
         L, prefill = 9, 4
         params = random_params(None, 16, 4, 2)
         x = torch.randn(2, L, 16)
@@ -708,7 +764,8 @@ def _test_cache_path(check, GroupedQueryAttention):
         if _own_math_is_right(own_out, full_out):
             args = (params, x, prefill, 4, 2)
             wrong = {NO_CACHE_READ: reference_decode(*args, rope=True, read_cache=False)[1],
-                     POSITIONS_RESTART: reference_decode(*args, rope=True, restart=True)[1]}
+                     POSITIONS_RESTART: reference_decode(*args, rope=True, restart=True)[1],
+                     ROTATED_TWICE: reference_decode(*args, rope=True, twice=True)[1]}
         check.close(weights[0], own[0], "weights of the prefill", mistakes={m: w[0] for m, w in wrong.items()})
         for i, w in enumerate(weights[1:]):
             t = prefill + i
@@ -784,6 +841,21 @@ def test_kv_cache_bytes(check, refs, kv_cache_bytes):
             check.equal(n, expected, _("kv_cache_bytes(12, 4, 64, 1000, batch_size=3, dtype={dtype}) returned "
                                        "{n}.").format(dtype=dtype, n=n),
                         _bytes_mistakes(expected, 12), count_diagnosis(n, expected, {}))
+    with check("a sliding window caps the positions kept: min(seq_len, window), with every other factor as before",
+               weight=2):
+        for layers, kv, hd, L, B, W in ((32, 8, 128, 10000, 2, 4096), (4, 2, 16, 3000, 3, 1000), (4, 2, 16, 100, 3, 4096),
+                                         (6, 3, 8, 640, 1, 640)):
+            with check.case():
+                n = kv_cache_bytes(layers, kv, hd, L, batch_size=B, window=W)
+                expected = reference_kv_cache_bytes(layers, kv, hd, L, B, window=W)
+                mistakes = _bytes_mistakes(expected, layers)
+                if L > W:
+                    mistakes[WINDOW_IGNORED] = reference_kv_cache_bytes(layers, kv, hd, L, B)
+                if L < W:
+                    mistakes[WINDOW_ALWAYS] = reference_kv_cache_bytes(layers, kv, hd, W, B)
+                check.equal(n, expected, _("kv_cache_bytes({layers}, {kv}, {hd}, {L}, batch_size={B}, window={W}) "
+                                           "returned {n}.").format(layers=layers, kv=kv, hd=hd, L=L, B=B, W=W, n=n),
+                            mistakes, count_diagnosis(n, expected, {}))
     with check("linear in the sequence length and the batch: doubling either doubles the bytes"):
         base = kv_cache_bytes(6, 2, 32, 777, batch_size=5)
         check.true(kv_cache_bytes(6, 2, 32, 2 * 777, batch_size=5) == 2 * base
@@ -806,9 +878,234 @@ def test_kv_cache(check, refs, KVCache, GroupedQueryAttention):
         _test_kv_cache(check, refs, KVCache, GroupedQueryAttention)
 
 
+# -- cache_is_correct: a graded "find the bug" on transcripts of a cache's life ---------------------------
+TRANSCRIPT = CACHE  # the exercise sits at the end of section 5
+
+CHECKS_NEWEST = Mistake(
+    "checks only the newest positions",
+    "the checker compared each step's newest positions with what that step fed, and never the positions before "
+    "them: a cache that forgets the prompt, or hands back only the new keys and values, passes that test. Step i "
+    "must return everything fed at steps 0..i, in order",
+    TRANSCRIPT,
+)
+CHECKS_FINAL = Mistake(
+    "checks only the last step",
+    "the checker compared only what the last update returned: a cache that returned something wrong at an earlier "
+    "step (the prompt's step, for instance) and was right again by the end passes. Every step's return is read by "
+    "the attention of that step, so every step must be right",
+    TRANSCRIPT,
+)
+CHECKS_KEYS = Mistake(
+    "checks only the keys",
+    "the checker compared the keys and never the values: a cache whose value half is wrong (the new keys appended "
+    "to the values) passes. Keys and values are two caches that must both hold everything fed so far",
+    TRANSCRIPT,
+)
+CHECKS_PREFIX = Mistake(
+    "compares only the first t positions",
+    "the checker compared the first t positions with what was fed and ignored anything after them: a cache that "
+    "returns an extra, never written slot passes, and the new query would attend to it. The returned length must "
+    "be exactly the number of positions fed",
+    TRANSCRIPT,
+)
+ONE_PER_UPDATE = Mistake(
+    "every update counted as one position",
+    "the checker expected step i to return i + 1 positions, so it rejects a correct cache whenever the first update "
+    "brings a prompt of several positions; count the positions fed (the size of axis 2 of each k_new), not the "
+    "updates",
+    TRANSCRIPT,
+)
+
+#: The broken caches of the transcripts, each a class of mistake: (label, what the feedback says it does).
+BROKEN_CACHES = {
+    "forgets the prompt": N_("a cache that forgets the prompt (after the first update it returns only the tokens "
+                             "fed since)"),
+    "only the newest": N_("a cache whose update returns only the new keys and values"),
+    "wrong axis": N_("a cache that appends on the heads axis (dim 1) instead of the sequence axis"),
+    "values get the keys": N_("a cache whose values are wrong (the new keys appended to the value cache)"),
+    "one slot too many": N_("a preallocated buffer that returns one never written slot after the filled part"),
+    "buffer wraps around": N_("a buffer one slot too small: the last token wraps onto slot 0, and every view it "
+                              "returned earlier shows it"),
+    "prompt step wrong": N_("a cache that returns only the prompt's last position at the first update, and "
+                            "everything afterwards"),
+}
+
+
+def _fed(B, h, P, steps, d, dtype=torch.float32, repeat_last=False):
+    """What one cache is fed: a prompt (B, h, P, d), then `steps` single tokens; keys and values drawn apart."""
+    fed = [(torch.randn(B, h, P, d, dtype=dtype), torch.randn(B, h, P, d, dtype=dtype))]
+    for _step in range(steps):
+        fed.append((torch.randn(B, h, 1, d, dtype=dtype), torch.randn(B, h, 1, d, dtype=dtype)))
+    if repeat_last and steps >= 2:  # the same token twice: equal keys and values, as a model without positions makes
+        fed[-1] = (fed[-2][0].clone(), fed[-2][1].clone())
+    return fed
+
+
+def _cat_life(fed):
+    """What a correct torch.cat cache returns at every step."""
+    ks, vs = [k for k, _ in fed], [v for _, v in fed]
+    return [(torch.cat(ks[:i + 1], dim=2), torch.cat(vs[:i + 1], dim=2)) for i in range(len(fed))]
+
+
+def _buffer_life(fed, capacity=None, extra=0):
+    """A preallocated buffer that writes each update into its next free slots and returns views of them, recorded
+    as views (so a later write into the same memory shows in them) and copied at the end. `capacity` smaller than
+    the positions fed makes it wrap around (slot t mod capacity); `extra` returns that many unwritten slots too."""
+    B, h, _P, d = fed[0][0].shape
+    total = sum(k.shape[2] for k, _ in fed)
+    size = capacity or total + extra
+    k_buf = fed[0][0].new_zeros(B, h, size, d)
+    v_buf = fed[0][1].new_zeros(B, h, size, d)
+    n, views = 0, []
+    for k_new, v_new in fed:
+        for j in range(k_new.shape[2]):
+            k_buf[:, :, (n + j) % size] = k_new[:, :, j]
+            v_buf[:, :, (n + j) % size] = v_new[:, :, j]
+        n += k_new.shape[2]
+        shown = min(n + extra, size)
+        views.append((k_buf[:, :, :shown], v_buf[:, :, :shown]))
+    return [(k.clone(), v.clone()) for k, v in views]
+
+
+def _broken_life(label, fed):
+    ks, vs = [k for k, _ in fed], [v for _, v in fed]
+    steps = range(len(fed))
+    if label == "forgets the prompt":
+        return [(ks[0], vs[0])] + [(torch.cat(ks[1:i + 1], dim=2), torch.cat(vs[1:i + 1], dim=2)) for i in steps[1:]]
+    if label == "only the newest":
+        return [(k, v) for k, v in fed]
+    if label == "wrong axis":  # only where the prompt is one position: else torch.cat would raise
+        return [(torch.cat(ks[:i + 1], dim=1), torch.cat(vs[:i + 1], dim=1)) for i in steps]
+    if label == "values get the keys":
+        return [(torch.cat(ks[:i + 1], dim=2), torch.cat([vs[0]] + ks[1:i + 1], dim=2)) for i in steps]
+    if label == "one slot too many":
+        return _buffer_life(fed, extra=1)
+    if label == "buffer wraps around":
+        return _buffer_life(fed, capacity=sum(k.shape[2] for k in ks) - 1)
+    if label == "prompt step wrong":
+        right = _cat_life(fed)
+        return [(ks[0][:, :, -1:], vs[0][:, :, -1:])] + right[1:]
+    raise KeyError(label)
+
+
+def _transcripts():
+    """[(kind, fed, returned)]: kind "correct" or a broken cache's label; each broken cache has a correct partner
+    fed the very same tensors, and a few more correct lives try the cases a hasty checker rejects."""
+    B, h, d = int(torch.randint(1, 4, ())), int(torch.randint(1, 4, ())), int(torch.randint(3, 9, ()))
+    P = int(torch.randint(2, 7, ()))
+    lives = []
+    for label in BROKEN_CACHES:
+        prompt = 1 if label == "wrong axis" else P
+        fed = _fed(B, h, prompt, int(torch.randint(2, 5, ())), d)
+        partner = _buffer_life(fed) if label in ("one slot too many", "buffer wraps around") else _cat_life(fed)
+        lives.append((("correct", label), fed, partner))
+        lives.append(((label, label), fed, _broken_life(label, fed)))
+    for fed in (_fed(2, 2, 5, 3, 4, dtype=torch.float64), _fed(1, 1, 1, 4, 6), _fed(B, h, P, 0, d),
+                _fed(B, h, P, 3, d, repeat_last=True), _fed(3, 2, 4, 2, 8)):
+        lives.append((("correct", None), fed, _buffer_life(fed) if fed[0][0].shape[0] == 3 else _cat_life(fed)))
+    order = torch.randperm(len(lives)).tolist()
+    return [lives[i] for i in order]
+
+
+def _reference_checker(fed, returned, *, newest=False, final=False, keys=False, prefix=False, one_each=False):
+    """The correct checker, and (with a switch) each catalogued way of checking too little or too much."""
+    ks, vs = [k for k, _ in fed], [v for _, v in fed]
+    steps = [len(fed) - 1] if final else range(len(fed))
+    for i in steps:
+        k_all, v_all = returned[i]
+        pairs = [(k_all, ks[:i + 1])] if keys else [(k_all, ks[:i + 1]), (v_all, vs[:i + 1])]
+        for got, parts in pairs:
+            want = torch.cat(parts, dim=2)
+            if one_each and got.shape[2] != i + 1:
+                return False
+            if newest:
+                n = parts[-1].shape[2]
+                if got.dim() != 4 or got.shape[2] < n or not torch.equal(got[:, :, -n:], parts[-1]):
+                    return False
+                continue
+            if prefix and got.dim() == 4 and got.shape[:2] == want.shape[:2] and got.shape[3] == want.shape[3] \
+                    and got.shape[2] >= want.shape[2]:
+                got = got[:, :, :want.shape[2]]
+            if not torch.equal(got, want):
+                return False
+    return True
+
+
+_CHECKER_MISTAKES = {CHECKS_NEWEST: dict(newest=True), CHECKS_FINAL: dict(final=True), CHECKS_KEYS: dict(keys=True),
+                     CHECKS_PREFIX: dict(prefix=True), ONE_PER_UPDATE: dict(one_each=True)}
+
+
+def _as_bool(said):
+    """A Python bool, or a one-element bool tensor (torch.equal gives the first, (a == b).all() the second)."""
+    if isinstance(said, bool):
+        return said
+    if isinstance(said, torch.Tensor) and said.numel() == 1 and said.dtype == torch.bool:
+        return bool(said)
+    return None
+
+
+def test_cache_is_correct(check, refs, cache_is_correct):
+    lives = _transcripts()
+    answers, changed = [], False
+    for (kind, family), fed, returned in lives:
+        copies = ([(k.clone(), v.clone()) for k, v in fed], [(k.clone(), v.clone()) for k, v in returned])
+        try:
+            said = cache_is_correct(*copies)
+        except (NotImplementedError, CheckTimeout):
+            raise
+        except Exception as exc:  # noqa: BLE001 - one transcript's crash fails the checks of that transcript only
+            said = exc
+        changed = changed or not all(torch.equal(a, b) for pairs in zip(copies[0] + copies[1], fed + returned)
+                                     for a, b in zip(*pairs))
+        answers.append(((kind, family), said))
+    truth = [kind == "correct" for (kind, _family), _life, _ret in lives]
+    got = [_as_bool(said) for _key, said in answers]
+    mistake = None
+    if got != truth:
+        for m, switches in _CHECKER_MISTAKES.items():
+            predicted = [_reference_checker(fed, ret, **switches) for _key, fed, ret in lives]
+            if predicted != truth and got == predicted:
+                mistake = m
+                break
+
+    def judged(index, want: bool, what):
+        (kind, family), said = answers[index]
+        if isinstance(said, Exception):
+            exc = said
+            raise CheckFailure(_("cache_is_correct raised {error} on the transcript of {what}: {message}. Tensors of "
+                                 "different shapes cannot be compared value by value: compare the shapes "
+                                 "first.").format(error=type(exc).__name__, what=_(what), message=exc), mistake)
+        if _as_bool(said) is None:
+            raise CheckFailure(_("cache_is_correct returned {said!r} (a {type}); return True or False.").format(
+                said=said, type=type(said).__name__))
+        check.true(_as_bool(said) == want,
+                   (_("the transcript of {what} was called correct.") if not want else
+                    _("the transcript of {what} was called wrong, though every step returned exactly what was fed so "
+                      "far.")).format(what=_(what)), mistake)
+
+    with check("says True for every correct cache's transcript (torch.cat or a buffer's views; prompts of 1 to 6 "
+               "positions, float64, one update only, the same token fed twice), and is no constant", weight=2):
+        for i, ((kind, family), _life, _ret) in enumerate(lives):
+            if kind == "correct":
+                judged(i, True, N_("a correct cache") if family is None else
+                       N_("a correct cache (fed as the broken ones are)"))
+        check.true(any(g is False for g, t in zip(got, truth) if not t),
+                   _("every transcript was called correct, the broken caches' too: a checker must be able to say "
+                     "False."), mistake)
+    for label, what in BROKEN_CACHES.items():
+        with check(_("says False for {what}, and True for a correct cache fed the same").format(what=_(what))):
+            keys = [key for key, _said in answers]
+            judged(keys.index(("correct", label)), True, N_("a correct cache (fed as the broken ones are)"))
+            judged(keys.index((label, label)), False, what)
+    with check("leaves its inputs unchanged", weight=0.5):
+        check.true(not changed, _("cache_is_correct changed the tensors of a transcript in place; the caller still "
+                                  "needs them."))
+
+
 HIDDEN_TESTS = {
     "repeat_kv": test_repeat_kv,
     "GroupedQueryAttention": test_grouped_query_attention,
     "KVCache": test_kv_cache,
+    "cache_is_correct": test_cache_is_correct,
     "kv_cache_bytes": test_kv_cache_bytes,
 }

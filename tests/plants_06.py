@@ -89,6 +89,53 @@ MISTAKES = [
      "exercise": "KVCache", "mistake": "len(cache) reads the wrong axis"},
     {"cell": "KVCache", "old": "self.v = torch.cat([self.v, v_new], dim=2)", "new": "self.v = torch.cat([self.v, k_new], dim=2)",
      "exercise": "KVCache", "mistake": "new keys appended to the value cache"},
+    # the first update (the prompt) returned but not kept
+    {"cell": "KVCache", "old": "            self.k, self.v = k_new, v_new\n",
+     "new": "            self.k, self.v = k_new[:, :, :0], v_new[:, :, :0]\n            return k_new, v_new\n",
+     "exercise": "KVCache", "mistake": "the cache forgets the prompt"},
+    # update returns the joined tensors but never stores them: the cache stays at the prompt
+    {"cell": "KVCache",
+     "old": "            self.k = torch.cat([self.k, k_new], dim=2)  # the sequence axis\n"
+            "            self.v = torch.cat([self.v, v_new], dim=2)\n",
+     "new": "            return torch.cat([self.k, k_new], dim=2), torch.cat([self.v, v_new], dim=2)\n",
+     "exercise": "KVCache", "mistake": "update does not store what it appends"},
+    # len counts the calls of update, not the positions (the old text runs from __len__ into update)
+    {"cell": "KVCache",
+     "old": "        return 0 if self.k is None else self.k.shape[2]\n        ### END SOLUTION\n\n    def update(self, k_new: torch.Tensor, v_new: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:\n        \"\"\"Append (B, h_kv, L_new, d_k) keys and values; return all keys and values so far, (B, h_kv, t, d_k).\"\"\"\n        ### BEGIN SOLUTION\n        if self.k is None:\n            self.k, self.v = k_new, v_new\n",
+     "new": "        return getattr(self, \"updates\", 0)\n        ### END SOLUTION\n\n    def update(self, k_new: torch.Tensor, v_new: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:\n        \"\"\"Append (B, h_kv, L_new, d_k) keys and values; return all keys and values so far, (B, h_kv, t, d_k).\"\"\"\n        ### BEGIN SOLUTION\n        self.updates = getattr(self, \"updates\", 0) + 1\n        if self.k is None:\n            self.k, self.v = k_new, v_new\n",
+     "exercise": "KVCache", "mistake": "len(cache) counts the updates"},
+    # the keys update returned rotated once more by their positions
+    {"cell": "GroupedQueryAttention",
+     "old": "            k, v = cache.update(k, v)  # (B, h_kv, Lk, d_k): every token so far\n",
+     "new": "            k, v = cache.update(k, v)  # (B, h_kv, Lk, d_k): every token so far\n"
+            "            if self.rope:\n"
+            "                k = apply_rope(k, torch.arange(k.shape[2]))\n",
+     "exercise": "GroupedQueryAttention", "mistake": "cached keys rotated again"},
+    # cache_is_correct: checkers that check too little (each lets some broken caches through) or too much
+    {"cell": "cache_is_correct", "old": "(torch.equal(k_out, want_k) and torch.equal(v_out, want_v))",
+     "new": "torch.equal(k_out, want_k)",
+     "exercise": "cache_is_correct", "mistake": "checks only the keys"},
+    {"cell": "cache_is_correct",
+     "old": "        if not (torch.equal(k_out, want_k) and torch.equal(v_out, want_v)):\n            return False\n    return True",
+     "new": "    return torch.equal(k_out, want_k) and torch.equal(v_out, want_v)",
+     "exercise": "cache_is_correct", "mistake": "checks only the last step"},
+    {"cell": "cache_is_correct",
+     "old": "(torch.equal(k_out, want_k) and torch.equal(v_out, want_v))",
+     "new": "(torch.equal(k_out[:, :, -k_new.shape[2]:], k_new) and torch.equal(v_out[:, :, -v_new.shape[2]:], v_new))",
+     "exercise": "cache_is_correct", "mistake": "checks only the newest positions"},
+    {"cell": "cache_is_correct",
+     "old": "(torch.equal(k_out, want_k) and torch.equal(v_out, want_v))",
+     "new": "(torch.equal(k_out[:, :, :want_k.shape[2]], want_k) and torch.equal(v_out[:, :, :want_v.shape[2]], want_v))",
+     "exercise": "cache_is_correct", "mistake": "compares only the first t positions"},
+    {"cell": "cache_is_correct", "old": "        seen_v.append(v_new)\n",
+     "new": "        seen_v.append(v_new)\n        if k_out.shape[2] != len(seen_k):\n            return False\n",
+     "exercise": "cache_is_correct", "mistake": "every update counted as one position"},
+    # kv_cache_bytes with a window
+    {"cell": "kv_cache_bytes", "old": "kept = seq_len if window is None else min(seq_len, window)", "new": "kept = seq_len",
+     "exercise": "kv_cache_bytes", "mistake": "the window ignored"},
+    {"cell": "kv_cache_bytes", "old": "kept = seq_len if window is None else min(seq_len, window)",
+     "new": "kept = seq_len if window is None else window",
+     "exercise": "kv_cache_bytes", "mistake": "the window counted as the length"},
 ]
 
 # Correct answers written differently: all applied together, they must keep full marks.
@@ -143,6 +190,12 @@ VARIANTS = [
      "old": "    element = torch.tensor([], dtype=dtype).element_size()  # bytes per number",
      "new": "    info = torch.finfo(dtype) if dtype.is_floating_point else torch.iinfo(dtype)\n"
             "    element = info.bits // 8"},
+    {"cell": "kv_cache_bytes", "old": "kept = seq_len if window is None else min(seq_len, window)",
+     "new": "kept = min(seq_len, window or seq_len)"},
+    # compare shapes and every number by hand; build the expected tensors from all the steps at once
+    {"cell": "cache_is_correct", "old": "(torch.equal(k_out, want_k) and torch.equal(v_out, want_v))",
+     "new": "(k_out.shape == want_k.shape and bool((k_out == want_k).all())\n"
+            "                and v_out.shape == want_v.shape and bool((v_out == want_v).all()))"},
 ]
 
 
@@ -169,4 +222,15 @@ DIAGNOSED = [
             "        self.k = torch.cat([self.k, k_new], dim=2)\n"
             "        self.v = torch.cat([self.v, v_new], dim=2)",
      "exercise": "KVCache", "diagnosis": "at the start of axis 2"},
+]
+
+# Mistakes that must lose points and get no catalogue name; `feedback`, if given, must appear in the feedback.
+UNNAMED = [
+    # a constant answer
+    {"cell": "cache_is_correct", "old": "    if len(fed) != len(returned):\n", "new": "    return True\n    if len(fed) != len(returned):\n",
+     "exercise": "cache_is_correct", "feedback": "said True for a cache whose update returns only k_new, v_new"},
+    # allclose: broadcasts, and raises on shapes that do not broadcast
+    {"cell": "cache_is_correct", "old": "(torch.equal(k_out, want_k) and torch.equal(v_out, want_v))",
+     "new": "(torch.allclose(k_out, want_k) and torch.allclose(v_out, want_v))",
+     "exercise": "cache_is_correct", "feedback": "compare the shapes first"},
 ]
