@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from utils.attention_variants import undefined_as as _undefined_rows_as
 from utils.diagnose import count_diagnosis
-from utils.grading import CheckFailure, Mistake, peak_memory, standing_in
+from utils.grading import CheckFailure, CheckTimeout, Mistake, peak_memory, standing_in
 from utils.i18n import N_
 from utils.results import later as _  # words said in the reader's language when shown
 
@@ -22,6 +22,7 @@ LSE = N_("5. The logsumexp: what the backward pass needs")
 CAUSAL = N_("6. Causal attention: skipping whole blocks")
 IO = N_("7. An IO-cost model")
 BACKWARD = N_("9. The backward pass: recompute, don't store")
+TRITON = N_("10. The same forward pass in Triton")
 
 # -- the catalogue of known mistakes (section names are the notebook's headings) -----------------------
 SUM_NOT_RESCALED = Mistake(
@@ -79,6 +80,26 @@ NO_ROW_TERM = Mistake(
     BACKWARD,
 )
 
+LSE_MAX_ONLY = Mistake(
+    "logsumexp as the max alone",
+    "the running max m is only the largest score of the row; the logsumexp is m + log(l), where l is the running sum "
+    "of exp(s - m), a number between 1 and Lk. Returning m leaves out log(l)",
+    LSE,
+)
+GRID_UNWRITTEN = Mistake(
+    "launch grid leaves parts of the output unwritten",
+    "some (batch, head) slices or some query blocks of the output are right and the others are not computed at all: "
+    "no program instance was launched for them, so they hold whatever the memory of torch.empty held. The grid needs "
+    "one instance per query block along its first axis, triton.cdiv(Lq, BLOCK_M), and one per (batch, head) slice "
+    "along its second, and each instance must find its own slice and rows from tl.program_id(0) and tl.program_id(1)",
+    TRITON,
+)
+BLOCKS_FLOORED = Mistake(
+    "query blocks counted with floor, not ceil",
+    "the number of query blocks is T_r = ceil(N / B_r): when B_r does not divide N, the last query block is partial, "
+    "and it still reads all of K and V. N // B_r leaves that block out, and the tiled count comes out 2Nd short",
+    IO,
+)
 BYTES_AS_ELEMENTS = Mistake(
     "SRAM bytes counted as elements",
     "sram_bytes is a size in bytes; the SRAM holds M = sram_bytes // element_bytes numbers, and the blocks are "
@@ -221,11 +242,14 @@ def flash_variant(q, k, v, bq: int, bk: int, causal: bool = False, *, rescale_su
                   lse_max: bool = True, max_before_mask: bool = False, scale: float | None = None,
                   inverted: bool = False, max_start: float = NEG_INF,
                   no_shift: bool = False, diagonal_hidden: bool = False, no_divide: bool = False,
-                  local_cols: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+                  local_cols: bool = False, divided: bool = False,
+                  lse_sum: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """The blockwise algorithm with one of the catalogued mistakes switched on (zeros where a row is skipped).
 
     Float64 inside, except with `max_before_mask` and `no_shift`: those show only through float32's under- and
-    overflow. `stop="all"` visits every key block also when causal (no block skipping).
+    overflow. `stop="all"` visits every key block also when causal (no block skipping). `divided`: the output is
+    divided by the running sum after every key block, and the next block rescales that quotient without multiplying
+    the old sum back in (the original FlashAttention's update with its factor l_old forgotten).
     """
     in_own_dtype = max_before_mask or no_shift
     qd, kd, vd = (q, k, v) if in_own_dtype else (q.double(), k.double(), v.double())
@@ -261,9 +285,11 @@ def flash_variant(q, k, v, bq: int, bk: int, causal: bool = False, *, rescale_su
             p = torch.exp(s - m_new[..., None])
             l = (alpha * l if rescale_sum else l) + p.sum(dim=-1)
             acc = (alpha[..., None] * acc if rescale_out else acc) + p @ vd[..., ks:ke, :]
+            if divided:
+                acc = acc / l[..., None]
             m = m_new
-        out[..., qs:qe, :] = acc if no_divide else acc / l[..., None]
-        lse[..., qs:qe] = (m + torch.log(l)) if lse_max and not no_shift else torch.log(l)
+        out[..., qs:qe, :] = acc if no_divide or divided else acc / l[..., None]
+        lse[..., qs:qe] = m if not lse_sum else (m + torch.log(l)) if lse_max and not no_shift else torch.log(l)
     return out.to(q.dtype), lse.to(q.dtype)
 
 
@@ -345,6 +371,7 @@ def _flash_mistakes(actual: Any, q, k, v, bq, bk, causal, part: int) -> dict[Mis
         wrong[NOT_NORMALISED] = run(no_divide=True)
     if part == 1:
         wrong[LSE_NO_MAX] = run(lse_max=False)
+        wrong[LSE_MAX_ONLY] = run(lse_sum=False)
     found = {m: t for m, t in ((m, _undefined_rows_as(actual, t)) for m, t in wrong.items()) if t is not None}
     # These two predict their NaN rows exactly (0 / 0 and inf / inf, -inf and inf in the logsumexp): kept as they are.
     found[MAX_STARTS_AT_ZERO] = run(max_start=0.0)
@@ -352,6 +379,246 @@ def _flash_mistakes(actual: Any, q, k, v, bq, bk, causal, part: int) -> dict[Mis
     return found
 
 
+
+
+# -- name_the_flash_bug: which tiled attention made this output? ------------------------------------------------
+NAME_FLASH_BUG = N_("Exercise 3 — name the flash bug")
+
+#: The labels, as the notebook's locked cell gives them to the learner (the same strings, in the same order).
+FLASH_BUGS = ("correct", "sum not rescaled", "output not rescaled", "divided every block", "mask after max",
+              "causal stop off by one", "something else")
+
+#: How each label's output is made (through `flash_variant`'s switches); "something else" is made below.
+_FLASH_SWITCHES = {
+    "correct": {},
+    "sum not rescaled": {"rescale_sum": False},
+    "output not rescaled": {"rescale_out": False},
+    "divided every block": {"divided": True},
+    "mask after max": {"max_before_mask": True},  # in float32: the bug shows only through underflow
+    "causal stop off by one": {"stop": "q_start"},  # range(i) instead of range(i + 1): the diagonal block skipped
+}
+
+FLASH_EXACT_COMPARE = Mistake(
+    "outputs compared exactly, or with too tight a tolerance",
+    "outputs that one of the listed implementations made were not recognised: the outputs were computed in float64 "
+    "and rounded to float32, so your float32 reproduction of the same loop differs in the last bits, and == or "
+    "torch.equal almost never hold. Compare with a tolerance well above float32's rounding and well below the gap "
+    "between two implementations, e.g. atol=1e-4",
+    NAME_FLASH_BUG,
+)
+NAN_NEVER_EQUAL = Mistake(
+    "NaN compared as a number",
+    "the outputs with NaN rows were not recognised. A row that saw no key at all, or whose every weight underflowed to "
+    "0, comes out 0 / 0 = NaN, and NaN equals nothing, not even NaN: torch.allclose(a, b) is False wherever both are "
+    "NaN unless you pass equal_nan=True",
+    NAME_FLASH_BUG,
+)
+NO_UNDERFLOW = Mistake(
+    "'mask after max' reproduced without float32's underflow",
+    "taking a tile's max before the mask changes only the scale m: in exact arithmetic, or in float64, the output is "
+    "still right. The bug shows only in the inputs' own dtype, float32, when a future key in the diagonal tile scores "
+    "so far above the allowed ones that every allowed exp(s - m) underflows to 0 (the row comes out 0 / 0). Reproduce "
+    "it in float32, with the max taken before the mask",
+    NAME_FLASH_BUG,
+)
+RESCALES_SWAPPED = Mistake(
+    "'sum not rescaled' and 'output not rescaled' swapped",
+    "the two rescaling bugs were mixed up: 'sum not rescaled' multiplies the output accumulator by exp(m - m_new) but "
+    "not the running sum l; 'output not rescaled' rescales l but not the accumulator",
+    NAME_FLASH_BUG,
+)
+FLASH_CORRECT_BY_DEFAULT = Mistake(
+    "'correct' by default",
+    "an output that none of the listed implementations made was named 'correct': 'correct' must be a match with the "
+    "correct tiled attention like every other label, and an output that matches nothing is 'something else'",
+    NAME_FLASH_BUG,
+)
+
+
+def _flash_bug_output(q, k, v, causal: bool, block_size: int, label: str) -> torch.Tensor:
+    """What the implementation labelled `label` returns: float64 inside and rounded to float32 (as another
+    implementation's float32 output differs from the learner's in the last bits), float32 for "mask after max"."""
+    return flash_variant(q, k, v, block_size, block_size, causal, **_FLASH_SWITCHES[label])[0]
+
+
+def _flash_something_else(q, k, v, causal: bool, block_size: int, kind: int) -> torch.Tensor:
+    """An output none of the labels makes: both rescalings forgotten, a scale of 1/d, or the mask forgotten."""
+    if kind == 0:
+        return flash_variant(q, k, v, block_size, block_size, causal, rescale_sum=False, rescale_out=False)[0]
+    if kind == 1:
+        return flash_variant(q, k, v, block_size, block_size, causal, scale=1.0 / q.shape[-1])[0]
+    return flash_variant(q, k, v, block_size, block_size, False)[0]
+
+
+def _tiled32(q, k, v, causal: bool, bs: int, label: str) -> torch.Tensor:
+    """A learner's likely reproduction of `label`: the plain float32 loop."""
+    Lq, Lk, d = q.shape[-2], k.shape[-2], q.shape[-1]
+    out = q.new_zeros(*q.shape[:-1], v.shape[-1])
+    for qs in range(0, Lq, bs):
+        qe = min(qs + bs, Lq)
+        qb = q[..., qs:qe, :] / math.sqrt(d)
+        m = q.new_full(qb.shape[:-1], NEG_INF)
+        l = q.new_zeros(qb.shape[:-1])
+        acc = q.new_zeros(*qb.shape[:-1], v.shape[-1])
+        stop = min(Lk, qs if label == "causal stop off by one" else qe) if causal else Lk
+        rows = torch.arange(qs, qe)[:, None]
+        for ks in range(0, stop, bs):
+            ke = min(ks + bs, Lk)
+            s = qb @ k[..., ks:ke, :].transpose(-2, -1)
+            before = s.amax(dim=-1)
+            if causal:
+                s = s.masked_fill(torch.arange(ks, ke)[None, :] > rows, NEG_INF)
+            m_new = torch.maximum(m, before if label == "mask after max" else s.amax(dim=-1))
+            alpha = torch.exp(m - m_new)
+            p = torch.exp(s - m_new[..., None])
+            l = (l if label == "sum not rescaled" else alpha * l) + p.sum(dim=-1)
+            acc = (acc if label == "output not rescaled" else alpha[..., None] * acc) + p @ v[..., ks:ke, :]
+            if label == "divided every block":
+                acc = acc / l[..., None]
+            m = m_new
+        out[..., qs:qe, :] = acc if label == "divided every block" else acc / l[..., None]
+    return out
+
+
+def _apart(a: torch.Tensor, b: torch.Tensor, gap: float) -> bool:
+    """Two outputs differ by more than `gap` somewhere (NaN where the other is a number counts as apart)."""
+    if a.shape != b.shape:
+        return True
+    na, nb = torch.isnan(a), torch.isnan(b)
+    if not torch.equal(na, nb):
+        return True
+    return bool(((a - b).abs()[~na] > gap).any())
+
+
+#: Hidden cases (leading dims, Lq, Lk, d, d_v, causal, block size, extreme): "extreme" inputs put a future key of
+#: the diagonal tile 140 or more above the allowed ones (exact scores), where "mask after max" comes out 0 / 0.
+_FLASH_BUG_SHAPES = [((2,), 10, 13, 8, 6, False, 4, False), ((), 12, 12, 8, 8, True, 3, False),
+                     ((2, 2), 9, 9, 16, 8, True, 4, False), ((1,), 14, 7, 8, 4, False, 3, False),
+                     ((), 12, 12, 16, 8, True, 4, True), ((2,), 11, 11, 16, 6, True, 4, True)]
+
+
+def _flash_bug_inputs(lead, Lq, Lk, d, dv, extreme: bool):
+    if not extreme:
+        return torch.randn(*lead, Lq, d) * 1.5, torch.randn(*lead, Lk, d) * 1.5, torch.randn(*lead, Lk, dv)
+    # integer entries and d = 16 (scale 1/4): the scores are exact in float32; each later key scores about 70 more
+    q = torch.randint(-3, 4, (*lead, Lq, d)).float()
+    k = torch.randint(-3, 4, (*lead, Lk, d)).float()
+    q[..., 0] = 4.0
+    k[..., 0] = 70.0 * torch.arange(Lk)
+    return q, k, torch.randn(*lead, Lk, dv)
+
+
+def _flash_bug_cases() -> list[tuple[tuple, str, bool]]:
+    """[((q, k, v, causal, block_size, output), label, output has NaN)] for every hidden shape and every label that
+    shows there, in a random order. Inputs are redrawn until the labels' outputs are at least 0.05 apart and a plain
+    float32 reproduction of each lies within 1e-5 of it; a label whose bug cannot show on an input (the causal ones
+    without a mask, "mask after max" without an extreme score) is left out there: its output is the correct one."""
+    cases = []
+    for i, (lead, Lq, Lk, d, dv, causal, bs, extreme) in enumerate(_FLASH_BUG_SHAPES):
+        wanted = ["correct", "sum not rescaled", "output not rescaled", "divided every block"]
+        if causal:
+            wanted += ["causal stop off by one"]
+        if extreme:  # the newest allowed key outweighs the rest by e^70: only the mask's bugs stand apart
+            wanted = ["correct", "causal stop off by one", "mask after max"]
+        kind = 2 if extreme else i % (3 if causal else 2)
+        for _attempt in range(50):
+            q, k, v = _flash_bug_inputs(lead, Lq, Lk, d, dv, extreme)
+            outputs = {label: _flash_bug_output(q, k, v, causal, bs, label) for label in wanted}
+            outputs["something else"] = _flash_something_else(q, k, v, causal, bs, kind)
+            labels = list(outputs)
+            separated = all(_apart(outputs[a], outputs[b], 0.05) for j, a in enumerate(labels) for b in labels[j + 1:])
+            reproduced = all(not _apart(_tiled32(q, k, v, causal, bs, label), outputs[label], 1e-5) for label in wanted)
+            if separated and reproduced:
+                break
+        else:
+            raise RuntimeError(f"no input of shape {_FLASH_BUG_SHAPES[i]} keeps the labels apart")  # the grader's bug
+        for label, out in outputs.items():
+            cases.append(((q, k, v, causal, bs, out), label, bool(torch.isnan(out).any())))
+    order = torch.randperm(len(cases)).tolist()
+    return [cases[j] for j in order]
+
+
+def test_name_the_flash_bug(check, refs, name_the_flash_bug):
+    answers = []  # (label, what the learner's function said, whether the output has NaN, causal)
+    errors: dict[str, BaseException] = {}
+    for (q, k, v, causal, bs, out), label, has_nan in _flash_bug_cases():
+        inputs = (q.clone(), k.clone(), v.clone(), causal, bs, out.clone())
+        try:
+            said = name_the_flash_bug(*inputs)
+        except (NotImplementedError, CheckTimeout):
+            raise
+        except Exception as exc:  # noqa: BLE001 - one input's crash fails the checks of its label only
+            errors.setdefault(label, exc)
+            said = exc
+        answers.append((label, said, has_nan, causal))
+        if not all(isinstance(a, torch.Tensor) and torch.equal(a.nan_to_num(), b.nan_to_num())  # NaN rows: NaN
+                   for a, b in zip((inputs[0], inputs[1], inputs[2], inputs[5]), (q, k, v, out), strict=True)):
+            errors.setdefault("changed", CheckFailure(_(
+                "name_the_flash_bug changed its inputs in place; the caller still needs them.")))
+
+    wrong = [(label, said, has_nan) for label, said, has_nan, _causal in answers if said != label]
+    with_nan = {i for i, (_label, _said, has_nan, _causal) in enumerate(answers) if has_nan}
+    wrong_at = {i for i, (label, said, _n, _c) in enumerate(answers) if said != label}
+    mistake = None
+    if wrong and all({label, said} == {"sum not rescaled", "output not rescaled"} for label, said, _n in wrong):
+        mistake = RESCALES_SWAPPED
+    elif wrong and all(label == "something else" and said == "correct" for label, said, _n in wrong):
+        mistake = FLASH_CORRECT_BY_DEFAULT
+    elif wrong and all(label == "mask after max" and said in ("something else", "correct") for label, said, _n in wrong) \
+            and all(said != "mask after max" for label, said, _n, _c in answers if label == "mask after max"):
+        mistake = NO_UNDERFLOW
+    elif wrong and with_nan and wrong_at == with_nan and all(said == "something else" for _l, said, _n in wrong):
+        mistake = NAN_NEVER_EQUAL
+    elif wrong and all(label != "something else" and said == "something else" for label, said, _n in wrong) \
+            and all(label == "something else" or causal or said != label for label, said, _n, causal in answers):
+        mistake = FLASH_EXACT_COMPARE  # every output made in float64 missed, the non-causal ones included
+
+    def verdict(label: str, text: str) -> None:
+        if label in errors:
+            exc = errors[label]
+            raise CheckFailure(_("name_the_flash_bug raised {error} on an output made by '{label}': {message}").format(
+                error=type(exc).__name__, label=label, message=exc), mistake)
+        for want, said, _has_nan, causal in answers:
+            if want != label:
+                continue
+            if not isinstance(said, str) or said not in FLASH_BUGS:
+                raise CheckFailure(_("name_the_flash_bug returned {said!r}, which is not one of the labels in "
+                                     "FLASH_BUGS.").format(said=said))
+            check.true(said == want, text.format(said=said, causal=causal), mistake)
+        for want, said, _has_nan, causal in answers:  # a constant answer earns nothing: no other output gets `label`
+            check.true(said != label or want == label,
+                       _("the output of '{want}' (causal={causal}) was named '{said}'.").format(
+                           want=want, causal=causal, said=said), mistake)
+
+    with check("names the correct tiled attention's output 'correct', and no other output", weight=2):
+        verdict("correct", _("a correct attention's output (causal={causal}) was named '{said}'."))
+    with check("names the output of a loop that forgets to rescale the running sum 'sum not rescaled'"):
+        verdict("sum not rescaled", _("the output of a loop that does not rescale its running sum l (causal={causal}) "
+                                      "was named '{said}'."))
+    with check("names the output of a loop that forgets to rescale the output accumulator 'output not rescaled'"):
+        verdict("output not rescaled", _("the output of a loop that does not rescale its output accumulator "
+                                         "(causal={causal}) was named '{said}'."))
+    with check("names the output of a loop that divides after every block 'divided every block'"):
+        verdict("divided every block", _("the output of a loop that divides by l after every key block "
+                                         "(causal={causal}) was named '{said}'."))
+    with check("names 'mask after max': float32, a future key scoring far above the allowed ones in the diagonal tile"):
+        verdict("mask after max", _("the output of a loop that takes each tile's max before the causal mask, on "
+                                    "inputs where that underflows in float32 (causal={causal}), was named '{said}'."))
+    with check("names the output of a causal loop that skips the diagonal block 'causal stop off by one'"):
+        verdict("causal stop off by one", _("the output of a causal loop that stops one key block early "
+                                            "(causal={causal}) was named '{said}'."))
+    with check("says 'something else' for outputs none of these made (two bugs at once, a scale of 1/d, the mask "
+               "forgotten), and only for those"):
+        verdict("something else", _("an output that none of the listed implementations makes (causal={causal}) was "
+                                    "named '{said}'."))
+    with check("leaves its inputs unchanged", weight=0.5):
+        if "changed" in errors:
+            raise errors["changed"]
+        said_all = {said if isinstance(said, str) else None for _label, said, _n, _c in answers}
+        if len(said_all) == 1 and None not in said_all:  # a constant answer earns nothing, not even this half point
+            raise CheckFailure(_("name_the_flash_bug returned '{said}' for every output: the label must come from "
+                                 "comparing the output with what each implementation makes.").format(
+                said=said_all.pop()))
 
 
 def _kernel_peak(owner: Any, action: Callable[[], Any]) -> int:
@@ -415,6 +682,15 @@ def extreme_rows(n_rows: int, L: int) -> torch.Tensor:
     return level + torch.randn(n_rows, L) * 3
 
 
+def _scale_rtol(x: torch.Tensor) -> float:
+    """A relative tolerance for softmax outputs that follows the inputs' magnitude: float32 holds an entry near 1e4
+    only to about 1e-3, so a correct answer that forms x - logsumexp(x) (a running log-sum-exp with torch.logaddexp)
+    is off by that much in the exponent, a relative error of that size in each probability."""
+    finite = x[torch.isfinite(x)]
+    top = float(finite.abs().max()) if finite.numel() else 0.0
+    return max(1e-5, 4 * torch.finfo(x.dtype).eps * top)
+
+
 def test_online_softmax(check, refs, online_softmax):
     x = refs["online_softmax.x"]
     for b in SOFTMAX_BLOCKS:
@@ -432,7 +708,7 @@ def test_online_softmax(check, refs, online_softmax):
     with check("no overflow: scores around 1000 and -1000"):
         x = torch.randn(4, 9) + torch.tensor([[1000.0], [-1000.0], [0.0], [500.0]])
         check.close(online_softmax(x, 4), reference_softmax(x), "online_softmax(x, 4)",
-                    lambda: _softmax_mistakes(x, 4), atol=1e-6)
+                    lambda: _softmax_mistakes(x, 4), atol=1e-6, rtol=_scale_rtol(x))
     with check("rows of scores far below zero (about -1e4) and far above (+1e4): the running max starts at -inf",
                weight=2):
         x = extreme_rows(6, 13)
@@ -440,7 +716,7 @@ def test_online_softmax(check, refs, online_softmax):
         for b in (4, 13):
             with check.case():
                 check.close(online_softmax(x, b), reference_softmax(x), f"online_softmax(x, {b})",
-                            lambda: _softmax_mistakes(x, b), atol=1e-6)
+                            lambda: _softmax_mistakes(x, b), atol=1e-6, rtol=_scale_rtol(x))
     with check("-inf entries (masked) get probability 0, also when a whole first block is -inf"):
         x = torch.randn(3, 10)
         x[0, :4] = NEG_INF
@@ -575,7 +851,7 @@ def test_hbm_traffic(check, refs, hbm_traffic):
             floor = reference_hbm_traffic(N, d, sram, eb or 4, ceil=False)[1]
             as_elements = reference_hbm_traffic(N, d, sram * (eb or 4), eb or 4)[1]  # M = sram_bytes elements
             check.equal(tiled, expected[1], _("tiled = {tiled} is not the model's count for these sizes.").format(
-                tiled=tiled), {TAIL_DROPPED: floor, BYTES_AS_ELEMENTS: as_elements},
+                tiled=tiled), {BLOCKS_FLOORED: floor, BYTES_AS_ELEMENTS: as_elements},
                         count_diagnosis(tiled, expected[1], {
                             _("N·d (one N × d matrix)"): N * d, _("N (one number per row, e.g. the logsumexp)"): N,
                             _("N·d·T_r (an N × d matrix once per query block)"): N * d * blocks}))
@@ -593,6 +869,28 @@ def test_hbm_traffic(check, refs, hbm_traffic):
             raised = True
         check.true(raised, "hbm_traffic(1024, 64, 1020) should raise ValueError: 255 float32 elements of SRAM "
                    "cannot hold one row each of Q, O, K and V (4 * 64 elements).")
+
+
+#: What a failing gradient's comparison calls it, by which of (dq, dk, dv) are right: the gradients share the tiles of
+#: P (all three) and dS (dq and dk), so the right ones say where the wrong one goes wrong.
+_GRADIENT_WHATS = {
+    (False, True, True): (N_("dq (dk and dv are right, so P and dS are: look at dq's own sum, dS K / sqrt(d) over the "
+                             "key blocks, added into its query block's rows)"), "dk", "dv"),
+    (True, False, True): ("dq", N_("dk (dq and dv are right, so P and dS are: look at dk's own sum, dS^T Q / sqrt(d) "
+                                   "over the query blocks, added into its key block's rows)"), "dv"),
+    (True, True, False): ("dq", "dk", N_("dv (dq and dk are right, so P is: look at dv's own sum, P^T dO over the query "
+                                         "blocks, added into its key block's rows)")),
+    (False, False, True): (N_("dq (dv is right, so the tiles of P are; dq and dk are both wrong, so dS is: "
+                              "dS = P * (dP - D), with dP = dO V^T and the row term D = rowsum(dO * O))"), "dk", "dv"),
+    (False, False, False): (N_("dq (dq, dk and dv are all wrong: look first at what they share, each tile "
+                               "P = exp(S - LSE), with S scaled and masked as in the forward pass)"), "dk", "dv"),
+}
+
+
+def _gradient_whats(grads: list[Any], expected: tuple[torch.Tensor, ...]) -> tuple[str, str, str]:
+    right = tuple(isinstance(g, torch.Tensor) and g.shape == e.shape and bool(torch.allclose(
+        g.detach().double(), e.double(), atol=1e-4, rtol=1e-3)) for g, e in zip(grads, expected, strict=True))
+    return _GRADIENT_WHATS.get(right, ("dq", "dk", "dv"))
 
 
 def _test_FlashAttentionFunction(check, refs, FlashAttentionFunction):
@@ -628,10 +926,11 @@ def _test_FlashAttentionFunction(check, refs, FlashAttentionFunction):
                      D_WITHOUT_O: reference_grads(q, k, v, grad, causal, d_without_o=True)}
             if causal:
                 wrong[BACKWARD_UNMASKED] = reference_grads(q, k, v, grad, causal, backward_unmasked=True)
+            whats = _gradient_whats([t.grad for t in (q, k, v)], expected)
             for i, (name, t, e) in enumerate(zip(("dq", "dk", "dv"), (q, k, v), expected)):
                 check.true(t.grad is not None,
                            _("{name} is None: backward must return a gradient for q, k and v.").format(name=name))
-                check.close(t.grad, e, name, {m: w[i] for m, w in wrong.items() if not torch.equal(w[i], e)},
+                check.close(t.grad, e, whats[i], {m: w[i] for m, w in wrong.items() if not torch.equal(w[i], e)},
                             atol=1e-4, rtol=1e-3)
     with check("backward recomputes blockwise: peak memory at Lq = Lk = 4096 (blocks of 512)", weight=2):
         N, d = 4096, 16
@@ -674,6 +973,25 @@ def _triton_mistakes(actual: Any, q, k, v, causal) -> dict[Mistake, torch.Tensor
     return wrong
 
 
+def _unwritten(out: Any, expected: torch.Tensor) -> bool:
+    """Whole (batch, head) slices, or the same trailing query rows of every slice, right and the rest wrong: parts
+    of the output no program instance wrote (only asked of non-causal inputs, where every row reads every key block,
+    so that a rescaling bug cannot leave whole slices or a block of rows exact)."""
+    if not isinstance(out, torch.Tensor) or out.shape != expected.shape or out.dim() < 2:
+        return False
+    a = out.detach().double().reshape(-1, *out.shape[-2:])
+    e = expected.double().reshape(-1, *expected.shape[-2:])
+    row_ok = torch.isclose(a, e, atol=1e-4, rtol=1e-3).all(dim=-1)  # (slices, Lq)
+    if bool(row_ok.all()) or not bool(row_ok.any()):
+        return False
+    whole = row_ok.all(dim=-1) | (~row_ok).all(dim=-1)
+    if bool(whole.all()):
+        return True  # some slices entirely right, the others entirely wrong
+    first_bad = (~row_ok).int().argmax(dim=-1)  # the first wrong row of each slice
+    tail = torch.arange(row_ok.shape[-1])[None, :] >= first_bad[:, None]
+    return bool((first_bad == first_bad[0]).all()) and int(first_bad[0]) > 0 and bool(torch.equal(~row_ok, tail))
+
+
 def test_flash_attention_triton(check, refs, flash_attention_triton):
     _allow(check, 30)  # Triton's interpreter runs every program instance in numpy
     cases = (  # shape of q, Lk, causal
@@ -690,8 +1008,12 @@ def test_flash_attention_triton(check, refs, flash_attention_triton):
         with check(label, weight=2 if shape[2] in (37, 40) else 1):
             q, k, v = torch.randn(*shape), torch.randn(*lead, Lk, d), torch.randn(*lead, Lk, d)
             out = flash_attention_triton(q, k, v, causal)
-            check.close(out, reference_attention(q, k, v, causal)[0], "output",
-                        lambda: _triton_mistakes(out, q, k, v, causal), atol=1e-4, rtol=1e-3)
+            expected = reference_attention(q, k, v, causal)[0]
+            if not causal and _unwritten(out, expected):
+                raise CheckFailure(_("parts of the output are right and others were never computed: whole (batch, "
+                                     "head) slices, or the same query blocks of every slice. Does the grid launch "
+                                     "one program instance per query block and per slice?"), GRID_UNWRITTEN)
+            check.close(out, expected, "output", lambda: _triton_mistakes(out, q, k, v, causal), atol=1e-4, rtol=1e-3)
     with check("query rows whose scores all lie far below zero (-1e4) or far above (+1e4): running max from -inf",
                weight=2):
         for Lq, Lk, causal in ((21, 35, False), (30, 30, True)):
@@ -718,6 +1040,7 @@ def test_FlashAttentionFunction(check, refs, FlashAttentionFunction):
 HIDDEN_TESTS = {
     "online_softmax": test_online_softmax,
     "flash_attention": test_flash_attention,
+    "name_the_flash_bug": test_name_the_flash_bug,
     "hbm_traffic": test_hbm_traffic,
     "FlashAttentionFunction": test_FlashAttentionFunction,
     "flash_attention_triton": test_flash_attention_triton,

@@ -91,7 +91,7 @@ MISTAKES = [
      "new": "m = tl.zeros([BLOCK_M], tl.float32)",
      "exercise": "flash_attention_triton", "mistake": "running max started at 0, not -inf"},
     {"cell": "hbm_traffic", "old": "blocks = math.ceil(N / rows)", "new": "blocks = N // rows",
-     "exercise": "hbm_traffic", "mistake": "tail block dropped"},
+     "exercise": "hbm_traffic", "mistake": "query blocks counted with floor, not ceil"},
     {"cell": "FlashAttentionFunction", "old": "ds = p * (do_blk @ v_blk.transpose(-2, -1) - D_blk)",
      "new": "ds = p * (do_blk @ v_blk.transpose(-2, -1))",
      "exercise": "FlashAttentionFunction", "mistake": "softmax gradient without the row term D"},
@@ -112,6 +112,40 @@ MISTAKES = [
     {"cell": "FlashAttentionFunction", "old": "bq, bk, causal = ctx.block_size_q, ctx.block_size_k, ctx.causal",
      "new": "bq, bk, causal = ctx.block_size_q, ctx.block_size_k, False",
      "exercise": "FlashAttentionFunction", "mistake": "backward ignores the causal mask"},
+    # name_the_flash_bug: the two rescaling bugs' switches mixed up
+    {"cell": "name_the_flash_bug",
+     "old": '                l = (l if bug == "sum not rescaled" else alpha * l) + p.sum(dim=-1)\n'
+            '                acc = (acc if bug == "output not rescaled" else alpha[..., None] * acc)',
+     "new": '                l = (l if bug == "output not rescaled" else alpha * l) + p.sum(dim=-1)\n'
+            '                acc = (acc if bug == "sum not rescaled" else alpha[..., None] * acc)',
+     "exercise": "name_the_flash_bug", "mistake": "'sum not rescaled' and 'output not rescaled' swapped"},
+    # name_the_flash_bug: NaN rows compared as numbers (no equal_nan)
+    {"cell": "name_the_flash_bug", "old": "rtol=1e-4, atol=1e-4, equal_nan=True)", "new": "rtol=1e-4, atol=1e-4)",
+     "exercise": "name_the_flash_bug", "mistake": "NaN compared as a number"},
+    # name_the_flash_bug: every candidate computed in float64 "to be exact": the underflow never happens
+    {"cell": "name_the_flash_bug",
+     "old": '    for label in FLASH_BUGS[:-1]:  # "correct" first: a bug that cannot show here made the correct output\n'
+            '        # made in float64 elsewhere: close, not equal; and a 0 / 0 row is NaN, which equals nothing unless told\n'
+            '        if torch.allclose(tiled(label), output,',
+     "new": '    q, k, v = q.double(), k.double(), v.double()  # float64, to be exact\n'
+            '    for label in FLASH_BUGS[:-1]:\n'
+            '        if torch.allclose(tiled(label).float(), output,',
+     "exercise": "name_the_flash_bug", "mistake": "'mask after max' reproduced without float32's underflow"},
+    # name_the_flash_bug: exact comparison
+    {"cell": "name_the_flash_bug", "old": "torch.allclose(tiled(label), output, rtol=1e-4, atol=1e-4, equal_nan=True)",
+     "new": "torch.equal(tiled(label), output)",
+     "exercise": "name_the_flash_bug", "mistake": "outputs compared exactly, or with too tight a tolerance"},
+    # name_the_flash_bug: no "something else": whatever matches nothing is called correct
+    {"cell": "name_the_flash_bug", "old": '    return "something else"\n    ### END', "new": '    return "correct"\n    ### END',
+     "exercise": "name_the_flash_bug", "mistake": "'correct' by default"},
+    # the logsumexp returned as the running max alone
+    {"cell": "flash_attention", "old": "lse[..., q_start:q_end] = m + torch.log(l)",
+     "new": "lse[..., q_start:q_end] = m",
+     "exercise": "flash_attention", "mistake": "logsumexp as the max alone"},
+    # the Triton grid launches one instance per query block of the first slice only
+    {"cell": "flash_attention_triton", "old": "grid = (triton.cdiv(Lq, block), q3.shape[0])",
+     "new": "grid = (triton.cdiv(Lq, block), 1)",
+     "exercise": "flash_attention_triton", "mistake": "launch grid leaves parts of the output unwritten"},
 ]
 
 # Correct answers written differently: all applied together, they must keep full marks.
@@ -124,7 +158,7 @@ VARIANTS = [
     {"cell": "flash_attention", "old": "kv_stop = min(Lk, q_end) if causal else Lk",
      "new": "kv_stop = min(Lk, q_end + block_size_k) if causal else Lk"},
     {"cell": "hbm_traffic", "old": "blocks = math.ceil(N / rows)", "new": "blocks = -(-N // rows)"},
-    {"cell": "hbm_traffic", "old": "standard = 2 * N * d + N * N + N * N + N * N + (N * N + N * d) + N * d",
+    {"cell": "hbm_traffic", "old": "standard = 4 * N * N + 4 * N * d",
      "new": "standard = 4 * N * (N + d)"},
     {"cell": "FlashAttentionFunction", "old": "D = (grad_output * out).sum(dim=-1)",
      "new": 'D = torch.einsum("...qd,...qd->...q", grad_output, out)'},
@@ -134,6 +168,18 @@ VARIANTS = [
      "new": "p = tl.exp2((s - m_new[:, None]) * 1.4426950408889634)"},
     {"cell": "flash_attention_triton", "old": "block = 64 if q.is_cuda else 16",
      "new": "block = 64 if q.is_cuda else 32"},
+    # a running log-sum-exp in float32 with torch.logaddexp: its error near 1e4 is what float32 allows there
+    {"cell": "online_softmax", "old": "    return torch.exp(x - m[..., None]) / l[..., None]",
+     "new": '    lse = torch.full(x.shape[:-1], float("-inf"), dtype=x.dtype, device=x.device)\n'
+            '    for start in range(0, L, block_size):\n'
+            '        lse = torch.logaddexp(lse, torch.logsumexp(x[..., start:start + block_size], dim=-1))\n'
+            '    return torch.exp(x - lse[..., None])'},
+    # name_the_flash_bug: the labels tried in another order, with the output's NaN rows compared apart
+    {"cell": "name_the_flash_bug",
+     "old": "        if torch.allclose(tiled(label), output, rtol=1e-4, atol=1e-4, equal_nan=True):",
+     "new": "        mine = tiled(label)\n"
+            "        if torch.equal(mine.isnan(), output.isnan()) and torch.allclose(\n"
+            "                mine.nan_to_num(), output.nan_to_num(), rtol=1e-4, atol=1e-4):"},
 ]
 
 
@@ -163,4 +209,18 @@ DIAGNOSED = [
     # the logsumexp (N numbers) left out of the tiled count
     {"cell": "hbm_traffic", "old": "tiled = N * d + 2 * N * d * blocks + N * d + N",
      "new": "tiled = N * d + 2 * N * d * blocks + N * d", "exercise": "hbm_traffic", "diagnosis": "short by exactly N"},
+]
+
+
+# Mistakes that must lose points and be given no catalogue name, with what the feedback must say instead.
+UNNAMED = [
+    # name_the_flash_bug: the candidates never mask: every causal output is misnamed
+    {"cell": "name_the_flash_bug",
+     "old": "                if causal:\n                    s = s.masked_fill(",
+     "new": "                if False:\n                    s = s.masked_fill(",
+     "exercise": "name_the_flash_bug", "feedback": "causal=True"},
+    # the backward pass's dq without its 1/sqrt(d): dk and dv right, so the feedback points at dq's own sum
+    {"cell": "FlashAttentionFunction", "old": "dq[..., q_start:q_end, :] += ds @ k_blk * scale",
+     "new": "dq[..., q_start:q_end, :] += ds @ k_blk", "exercise": "FlashAttentionFunction",
+     "feedback": "look at dq's own sum"},
 ]
