@@ -23,6 +23,7 @@ MASK = N_("3. The decoder's mask")
 ENCODER = N_("4. The encoder layer")
 DECODER = N_("5. The decoder layer")
 GREEDY = N_("7. Greedy decoding with a cache")
+TRAINING = N_("8. Training")
 BEAM = N_("10. Beam search")
 
 # -- the mistake catalogue ----------------------------------------------------------------------------
@@ -103,6 +104,32 @@ NORM_MISMATCH = Mistake(
     "post-norm: norm(x + f(x))): set norm_first to what forward does",
     ENCODER,
 )
+NO_RELU = Mistake(
+    "feed-forward network without its ReLU",
+    "the feed-forward network is W2 ReLU(W1 x + b1) + b2: without the ReLU its two linear layers collapse into one "
+    "linear map, and the layer loses its only nonlinearity",
+    ENCODER,
+)
+CACHED_CROSS_UNMASKED = Mistake(
+    "source padding not masked in cached cross-attention",
+    "with a cache, cross-attention still needs the source's padding mask: attend over cache.memory with src_mask. "
+    "Without it the cached steps read the padded source positions that the uncached pass masks, so cached and "
+    "uncached decoding differ wherever a source is padded",
+    DECODER,
+)
+CACHED_KV_UNNORMED = Mistake(
+    "cached keys and values projected from the un-normalised input",
+    "in a pre-norm layer self-attention reads norm1(x), for its keys and values as for its queries: on the cached "
+    "path project_kv must get the normalised newest position too, or cached decoding disagrees with the uncached pass",
+    DECODER,
+)
+FIRST_POSITION = Mistake(
+    "next token read from the first position",
+    "the next token comes from the logits of the last position, logits[:, -1]: with the whole prefix as input the "
+    "decoder returns one row of logits per position, and the first row predicts the word after <bos> at every step. "
+    "With a cache there is one position only, which is why the cached decoding looks right",
+    GREEDY,
+)
 MASK_IGNORED = Mistake(
     "padding mask ignored",
     "the encoder's self-attention did not use `mask`, so real tokens attend to <pad> positions and the "
@@ -155,6 +182,33 @@ EOS_PADDED = Mistake(
     "*before* this step, then mark the rows whose new token is <eos> (finished |= next_token == eos_id) after it",
     GREEDY,
 )
+FLOOR_IS_EPSILON = Mistake(
+    "the smoothing share taken for the floor",
+    "the floor is not ε itself: it is the lowest cross-entropy any prediction reaches against the smoothed target. "
+    "Cross-entropy H(q, p) = H(q) + KL(q || p) is smallest when the prediction p equals the target q, so the floor "
+    "is the entropy of the smoothed target, which depends on the number of classes as well as on ε",
+    TRAINING,
+)
+TRUE_CLASS_SHARE = Mistake(
+    "the true class left out of the ε/V share",
+    "PyTorch spreads ε/V over every class, the true one included: the target puts 1 − ε + ε/V on the true class and "
+    "ε/V on each of the V − 1 others. Putting 1 − ε on the true class (with ε/V or ε/(V − 1) on the others) is "
+    "another convention, and another floor",
+    TRAINING,
+)
+FLOOR_IN_BITS = Mistake(
+    "entropy in bits (log2)",
+    "nn.CrossEntropyLoss measures in nats, with the natural logarithm (log_softmax): the floor must use the same "
+    "logarithm as the loss it bounds. log2 gives bits, larger by a factor 1/ln 2 ≈ 1.44",
+    TRAINING,
+)
+ONE_HOT_FLOOR = Mistake(
+    "the loss of a one-hot prediction",
+    "a prediction that puts all its probability on the right word pays −(ε/V) · log 0 = ∞ for each of the other "
+    "words, since the smoothed target asks for ε/V on every one of them. The best prediction is not the one-hot "
+    "answer but the smoothed target itself, and the floor is that target's entropy",
+    TRAINING,
+)
 LP_INVERTED = Mistake(
     "length penalty inverted",
     "the score of a finished hypothesis is its total log-probability divided by len ** length_penalty; "
@@ -166,6 +220,26 @@ NO_LP = Mistake(
     "length penalty ignored",
     "finished hypotheses were compared by their total log-probability: every extra token makes the sum "
     "more negative, so the shortest hypothesis wins; divide by len ** length_penalty",
+    BEAM,
+)
+SCORE_NOT_CUMULATIVE = Mistake(
+    "hypotheses ranked by their last token, not their cumulative log-probability",
+    "a hypothesis' log-probability is the sum over its tokens: add each hypothesis' running total to the "
+    "log-probabilities of its extensions (scores[:, None] + log_probs) before choosing the best. Ranking by the "
+    "last token's log-probability alone chooses greedily per step, and the score returned is that token's only",
+    BEAM,
+)
+PROBABILITIES_ADDED = Mistake(
+    "probabilities added instead of log-probabilities",
+    "log p(y) is the sum of the tokens' log-probabilities (log_softmax), the log of the product of their "
+    "probabilities; adding the probabilities themselves (softmax) gives a number that is no likelihood, and "
+    "longer hypotheses get larger sums",
+    BEAM,
+)
+LOGITS_ADDED = Mistake(
+    "raw logits added instead of log-probabilities",
+    "the logits are unnormalised scores: turn them into log-probabilities with log_softmax over the vocabulary "
+    "before adding them up, or the sum depends on an arbitrary offset of each step's logits and is not log p(y)",
     BEAM,
 )
 
@@ -201,8 +275,9 @@ def _mha(p, prefix, query, key, value, mask, h):
     return _lin(p, f"{prefix}.W_o", out)
 
 
-def _ffn(p, x):
-    return _lin(p, "linear2", F.relu(_lin(p, "linear1", x)))
+def _ffn(p, x, mistake=None):
+    hidden = _lin(p, "linear1", x)
+    return _lin(p, "linear2", hidden if mistake == "no_relu" else F.relu(hidden))
 
 
 def _normed_residual(mistake, i):
@@ -221,9 +296,9 @@ def reference_encoder_layer(p, x, mask, h, norm_first=True, mistake=None):
         n = _ln(p, "norm1", x)
         x = (n if _normed_residual(mistake, 0) else _kept(mistake, 0, x)) + _mha(p, "self_attn", n, n, n, attn_mask, h)
         n = _ln(p, "norm2", x)
-        return (n if _normed_residual(mistake, 1) else _kept(mistake, 1, x)) + _ffn(p, n)
+        return (n if _normed_residual(mistake, 1) else _kept(mistake, 1, x)) + _ffn(p, n, mistake)
     x = _ln(p, "norm1", _kept(mistake, 0, x) + _mha(p, "self_attn", x, x, x, attn_mask, h))
-    return _ln(p, "norm2", _kept(mistake, 1, x) + _ffn(p, x))
+    return _ln(p, "norm2", _kept(mistake, 1, x) + _ffn(p, x, mistake))
 
 
 def reference_decoder_layer(p, x, memory, tgt_mask, src_mask, h, norm_first=True, mistake=None):
@@ -240,14 +315,15 @@ def reference_decoder_layer(p, x, memory, tgt_mask, src_mask, h, norm_first=True
 
     if norm_first:
         n = _ln(p, "norm1", x)
-        x = (n if _normed_residual(mistake, 0) else _kept(mistake, 0, x)) + _mha(p, "self_attn", n, n, n, self_mask, h)
+        kv = x if mistake == "kv_unnormed" else n  # keys and values from x itself: the cached path's mistake
+        x = (n if _normed_residual(mistake, 0) else _kept(mistake, 0, x)) + _mha(p, "self_attn", n, kv, kv, self_mask, h)
         n = _ln(p, "norm2", x)
         x = (n if _normed_residual(mistake, 1) else _kept(mistake, 1, x)) + cross(n)
         n = _ln(p, "norm3", x)
-        return (n if _normed_residual(mistake, 2) else _kept(mistake, 2, x)) + _ffn(p, n)
+        return (n if _normed_residual(mistake, 2) else _kept(mistake, 2, x)) + _ffn(p, n, mistake)
     x = _ln(p, "norm1", _kept(mistake, 0, x) + _mha(p, "self_attn", x, x, x, self_mask, h))
     x = _ln(p, "norm2", _kept(mistake, 1, x) + cross(x))
-    return _ln(p, "norm3", _kept(mistake, 2, x) + _ffn(p, x))
+    return _ln(p, "norm3", _kept(mistake, 2, x) + _ffn(p, x, mistake))
 
 
 def _decoder_cross_first(p, x, memory, tgt_mask, src_mask, h, norm_first, norms_move):
@@ -367,6 +443,8 @@ def reference_greedy(model, src, max_len, mistake=None):
             logits = model.decode(ys[:, -1:], memory, src_mask, model.new_cache())
         elif mistake == "whole_prefix":
             logits = model.decode(ys, memory, src_mask, cache)
+        elif mistake == "first_position":  # uncached: every position's logits, and the first row read
+            logits = model.decode(ys, memory, src_mask)[:, :1]
         else:
             logits = model.decode(ys[:, -1:], memory, src_mask, cache)
         nxt = logits[:, -1].argmax(-1)
@@ -421,6 +499,17 @@ def reference_log_prob(model, src, tokens):
     tgt = torch.cat([torch.tensor([model.bos_id]), tokens])[None]
     logp = model.decode(tgt[:, :-1], memory, src_mask).log_softmax(-1)[0]
     return logp.gather(-1, tokens[:, None]).sum().item()
+
+
+@torch.no_grad()
+def _token_terms(model, src, tokens):
+    """Per returned token: its raw logit, its log-probability and its probability, by teacher forcing."""
+    memory, src_mask = model.encode(src)
+    tgt = torch.cat([torch.tensor([model.bos_id]), tokens])[None]
+    logits = model.decode(tgt[:, :-1], memory, src_mask)[0]
+    chosen = tokens[:, None]
+    logp = logits.log_softmax(-1).gather(-1, chosen)[:, 0]
+    return logits.gather(-1, chosen)[:, 0], logp, logp.exp()
 
 
 @torch.no_grad()
@@ -579,6 +668,7 @@ def _encoder_mistakes(p, x, mask, h, norm_first, actual=None):
         MASK_IGNORED: reference_encoder_layer(p, x, mask, h, norm_first, "mask_ignored"),
         NO_RESIDUAL: _nearest(actual, [reference_encoder_layer(p, x, mask, h, norm_first, f"no_residual:{i}")
                                        for i in (0, 1)]),
+        NO_RELU: reference_encoder_layer(p, x, mask, h, norm_first, "no_relu"),
     }
 
 
@@ -635,6 +725,7 @@ def _decoder_mistakes(p, x, memory, tgt_mask, src_mask, h, norm_first, actual=No
         NO_RESIDUAL: _nearest(actual, [reference_decoder_layer(*args, f"no_residual:{i}") for i in (0, 1, 2)]),
         CROSS_UNMASKED: reference_decoder_layer(*args, "cross_unmasked") if src_mask is not None else None,
         SUBLAYER_ORDER: _nearest(actual, [_decoder_cross_first(*args, moved) for moved in (False, True)]),
+        NO_RELU: reference_decoder_layer(*args, "no_relu"),
     })
 
 
@@ -679,8 +770,12 @@ def test_decoder_layer(check, refs, DecoderLayer, LayerCache):
         with torch.no_grad():
             steps = [layer(x[:, t:t + 1], memory, None, src_mask, cache=cache) for t in range(5)]
         got = torch.cat([s for s in steps], dim=1)
+        unmasked = reference_decoder_layer(p, x, memory, tgt_mask, src_mask, h, norm_first, "cross_unmasked")
         check.close(got, want, "outputs of cached decoding, one position at a time", atol=1e-4,
-                    mistakes={SELF_CACHE_NOT_ADVANCED: forgetful})
+                    mistakes=_drop_none({
+                        SELF_CACHE_NOT_ADVANCED: forgetful, CACHED_CROSS_UNMASKED: unmasked,
+                        CACHED_KV_UNNORMED: (reference_decoder_layer(p, x, memory, tgt_mask, src_mask, h, norm_first,
+                                                                     "kv_unnormed") if norm_first else None)}))
     with check("the cache saves work: each position's keys and values projected once, memory's once per sentence"):
         # Change W_k and W_v before the last step: a real cache keeps the earlier positions' (and the source's) keys
         # and values as they were projected; a layer that re-projects them at every step uses the new weights.
@@ -765,7 +860,8 @@ def test_greedy_decode(check, refs, greedy_decode, Translator_):
         model, local = _worker_model(Translator_, refs)
         got = _tokens(greedy_decode(model, src, 12, use_cache=False), "greedy_decode(..., use_cache=False)")
         check.close(got, refs["greedy.out"], "greedy_decode(model, src, 12, use_cache=False)",
-                    mistakes={NO_STOP: _no_stop(got, local, src, 12), **_eos_padded(local, refs["greedy.out"])})
+                    mistakes={NO_STOP: _no_stop(got, local, src, 12), **_eos_padded(local, refs["greedy.out"]),
+                              FIRST_POSITION: reference_greedy(local, src, 12, "first_position")})
     with check("fresh sources, max_len 3 and 20: cached equals uncached equals the reference", weight=2):
         model, local = _worker_model(Translator_, refs)
         g = torch.Generator().manual_seed(int(torch.randint(0, 2**31 - 1, (1,))))
@@ -779,6 +875,8 @@ def test_greedy_decode(check, refs, greedy_decode, Translator_):
                     if use_cache:  # a cache that is never advanced shows only where the cache is used
                         wrong[CACHE_NOT_ADVANCED] = reference_greedy(local, fresh, max_len, "cache_not_advanced")
                         wrong.update(_whole_prefix(local, fresh, max_len))
+                    else:  # with a cache the first position is the last: that mistake shows only without one
+                        wrong[FIRST_POSITION] = reference_greedy(local, fresh, max_len, "first_position")
                     check.close(got, want, f"greedy_decode(model, src, {max_len}, use_cache={use_cache})",  # code
                                 mistakes=wrong)
     with check("leaves src unchanged"):
@@ -840,10 +938,102 @@ def test_beam_search(check, refs, beam_search, Translator_):
                                    _("{what}: the tokens contain <pad> or <bos>: return the hypothesis without "
                                      "<bos>").format(what=what))
                         logp, n = reference_log_prob(local, src, tokens), len(listed)
+                        raw, token_logp, prob = _token_terms(local, src, tokens)
                         check.close(torch.tensor(score), torch.tensor(logp / n ** lp),
                                     _("score of the returned tokens, {what}").format(what=what),
                                     atol=1e-4, mistakes={LP_INVERTED: torch.tensor(logp * n ** lp),
-                                                         NO_LP: torch.tensor(logp)})
+                                                         NO_LP: torch.tensor(logp),
+                                                         SCORE_NOT_CUMULATIVE: token_logp[-1] / n ** lp,
+                                                         PROBABILITIES_ADDED: prob.sum() / n ** lp,
+                                                         LOGITS_ADDED: raw.sum() / n ** lp})
+
+
+# -- label_smoothing_floor: a prediction checked by the training run ------------------------------------------
+def reference_floor(V: int, eps: float, mistake: str | None = None) -> float:
+    """The entropy of PyTorch's smoothed target (1 − ε + ε/V on the true class, ε/V on the others), in nats; or what
+    a catalogued mistake computes."""
+    def h(ps):  # entropy of the probabilities `ps` given as (value, how many), 0 · log 0 = 0
+        log = math.log2 if mistake == "log2" else math.log
+        return -sum(n * p * log(p) for p, n in ps if p > 0)
+
+    if mistake == "epsilon":
+        return eps
+    if mistake == "one_hot":
+        return math.inf if eps > 0 else 0.0
+    if mistake == "no_true_share":  # 1 − ε on the true class, ε/V on the others (sums to 1 − ε/V)
+        return h([(1 - eps, 1), (eps / V, V - 1)])
+    if mistake == "other_convention":  # 1 − ε on the true class, ε/(V − 1) on the others
+        return h([(1 - eps, 1), (eps / (V - 1), V - 1)])
+    return h([(1 - eps + eps / V, 1), (eps / V, V - 1)])
+
+
+def _floor_value(answer, what):
+    """The learner's floor as a float64 0-d tensor (a Python number or a 0-d tensor), else a failure that says why."""
+    if isinstance(answer, torch.Tensor) and answer.numel() == 1:
+        return answer.detach().reshape(()).double()
+    if isinstance(answer, (int, float)) and not isinstance(answer, bool):
+        return torch.tensor(float(answer), dtype=torch.float64)
+    raise CheckFailure(_("{what} should return a number (a float), got {type}.").format(what=what,
+                                                                                       type=type_name(answer)))
+
+
+def _floor_mistakes(V, eps, actual):
+    wrong = {FLOOR_IS_EPSILON: reference_floor(V, eps, "epsilon"), FLOOR_IN_BITS: reference_floor(V, eps, "log2"),
+             ONE_HOT_FLOOR: reference_floor(V, eps, "one_hot")}
+    forms = [reference_floor(V, eps, m) for m in ("no_true_share", "other_convention")]
+    wrong[TRUE_CLASS_SHARE] = min(forms, key=lambda f: abs(f - float(actual)) if math.isfinite(float(actual)) else 0)
+    return {m: torch.tensor(v, dtype=torch.float64) for m, v in wrong.items()}
+
+
+FLOOR_TOLERANCE = dict(rtol=1e-5, atol=1e-6)  # float32 arithmetic on the learner's side stays well inside this
+
+
+def test_label_smoothing_floor(check, refs, label_smoothing_floor):
+    with check("the floor for hidden vocabulary sizes and smoothing shares", weight=3):
+        cases = [(289, 0.1), (32_000, 0.1), (int(torch.randint(3, 60, ())), round(float(torch.rand(())) * 0.8 + 0.1, 3)),
+                 (int(torch.randint(100, 5000, ())), round(float(torch.rand(())) * 0.3 + 0.01, 3)), (2, 0.5)]
+        for V, eps in cases:
+            with check.case():
+                what = f"label_smoothing_floor({V}, {eps})"
+                got = _floor_value(label_smoothing_floor(V, eps), what)
+                check.close(got, torch.tensor(reference_floor(V, eps), dtype=torch.float64), what,
+                            mistakes=_floor_mistakes(V, eps, got), **FLOOR_TOLERANCE)
+    with check("the edges: ε = 0 gives 0 (not NaN: 0 · log 0 counts as 0), ε = 1 gives log V", weight=0.5):
+        for V in (7, 1000):
+            with check.case():
+                zero = _floor_value(label_smoothing_floor(V, 0.0), f"label_smoothing_floor({V}, 0.0)")
+                check.true(not torch.isnan(zero), _(
+                    "label_smoothing_floor({V}, 0.0) is NaN: with ε = 0 the other classes have probability 0, and "
+                    "0 · log 0 is NaN in floating point although its limit, and the entropy's convention, is 0. "
+                    "Leave out the terms whose probability is 0.").format(V=V))
+                check.close(zero, torch.tensor(0.0, dtype=torch.float64), f"label_smoothing_floor({V}, 0.0)",
+                            mistakes={FLOOR_IS_EPSILON: torch.tensor(0.0, dtype=torch.float64)}, **FLOOR_TOLERANCE)
+                one = _floor_value(label_smoothing_floor(V, 1.0), f"label_smoothing_floor({V}, 1.0)")
+                check.close(one, torch.tensor(math.log(V), dtype=torch.float64), f"label_smoothing_floor({V}, 1.0)",
+                            mistakes=_floor_mistakes(V, 1.0, one), **FLOOR_TOLERANCE)
+    with check("ε outside [0, 1] and fewer than 2 classes raise ValueError", weight=0.5):
+        for args, why in (((100, -0.1), _("ε is a share of the target's probability, so it lies in [0, 1]")),
+                          ((100, 1.5), _("ε is a share of the target's probability, so it lies in [0, 1]")),
+                          ((1, 0.1), _("one class leaves nothing to spread ε over: a vocabulary has at least 2")),
+                          ((0, 0.1), _("one class leaves nothing to spread ε over: a vocabulary has at least 2"))):
+            with check.case():
+                try:
+                    label_smoothing_floor(*args)
+                    raised = False
+                except ValueError:
+                    raised = True
+                check.true(raised, _("label_smoothing_floor{args} should raise ValueError: {why}.").format(
+                    args=args, why=why))
+    with check("grows with ε, and with V (a target spread over more classes is less certain)", weight=0.5):
+        shares = [label_smoothing_floor(50, e) for e in (0.05, 0.2, 0.5, 0.9)]
+        sizes = [label_smoothing_floor(v, 0.1) for v in (10, 100, 10_000)]
+        values = [float(_floor_value(x, "label_smoothing_floor")) for x in shares + sizes]
+        check.true(all(a < b for a, b in zip(values[:4], values[1:4])),
+                   _("label_smoothing_floor(50, ε) should grow with ε (ε = 0.05, 0.2, 0.5, 0.9): the more of the "
+                     "target is spread out, the less certain it is and the higher its entropy."))
+        check.true(all(a < b for a, b in zip(values[4:], values[5:])),
+                   _("label_smoothing_floor(V, 0.1) should grow with V (V = 10, 100, 10 000): the same ε spread "
+                     "over more classes makes the target less certain."))
 
 
 HIDDEN_TESTS = {
@@ -851,5 +1041,6 @@ HIDDEN_TESTS = {
     "EncoderLayer": test_encoder_layer,
     "DecoderLayer": test_decoder_layer,
     "greedy_decode": test_greedy_decode,
+    "label_smoothing_floor": test_label_smoothing_floor,
     "beam_search": test_beam_search,
 }

@@ -112,6 +112,42 @@ MISTAKES = [
     {"cell": "DecoderLayer", "old": "a = self.cross_attn(h, memory, memory, src_mask)[0]",
      "new": "a = self.cross_attn(h, memory, memory, None)[0]",
      "exercise": "DecoderLayer", "mistake": "source padding not masked in cross-attention"},
+    # The feed-forward network without its ReLU; the cached path's cross-attention without src_mask; greedy decoding
+    # that reads the first position's logits (right with a cache, wrong without one).
+    {"cell": "EncoderLayer", "old": "self.dropout(F.relu(self.linear1(h)))", "new": "self.dropout(self.linear1(h))",
+     "exercise": "EncoderLayer", "mistake": "feed-forward network without its ReLU"},
+    {"cell": "DecoderLayer", "old": "a = attend(self.cross_attn, h, *cache.memory, src_mask)",
+     "new": "a = attend(self.cross_attn, h, *cache.memory)",
+     "exercise": "DecoderLayer", "mistake": "source padding not masked in cached cross-attention"},
+    {"cell": "DecoderLayer", "old": "k, v = cache.self_attn.update(*project_kv(self.self_attn, h))",
+     "new": "k, v = cache.self_attn.update(*project_kv(self.self_attn, x))",
+     "exercise": "DecoderLayer", "mistake": "cached keys and values projected from the un-normalised input"},
+    {"cell": "greedy_decode", "old": "logits[:, -1].argmax(dim=-1)", "new": "logits[:, 0].argmax(dim=-1)",
+     "exercise": "greedy_decode", "mistake": "next token read from the first position"},
+    # Beam search that ranks by the last token only, adds probabilities, or adds raw logits.
+    {"cell": "beam_search", "old": "total = (scores[:, None] + log_probs).flatten()", "new": "total = log_probs.flatten()",
+     "exercise": "beam_search", "mistake": "hypotheses ranked by their last token, not their cumulative log-probability"},
+    {"cell": "beam_search", "old": "log_probs = logits[:, -1].log_softmax(dim=-1)",
+     "new": "log_probs = logits[:, -1].softmax(dim=-1)",
+     "exercise": "beam_search", "mistake": "probabilities added instead of log-probabilities"},
+    {"cell": "beam_search", "old": "log_probs = logits[:, -1].log_softmax(dim=-1)", "new": "log_probs = logits[:, -1]",
+     "exercise": "beam_search", "mistake": "raw logits added instead of log-probabilities"},
+    # label_smoothing_floor: ε itself, the true class's ε/V share forgotten (either way), bits, a one-hot prediction.
+    {"cell": "label_smoothing_floor", "old": "    return floor", "new": "    return epsilon",
+     "exercise": "label_smoothing_floor", "mistake": "the smoothing share taken for the floor"},
+    {"cell": "label_smoothing_floor", "old": "right = 1.0 - epsilon + other", "new": "right = 1.0 - epsilon",
+     "exercise": "label_smoothing_floor", "mistake": "the true class left out of the ε/V share"},
+    {"cell": "label_smoothing_floor",
+     "old": "other = epsilon / vocab_size  # every class gets epsilon / V, the right one included\n"
+            "    right = 1.0 - epsilon + other",
+     "new": "other = epsilon / (vocab_size - 1)\n    right = 1.0 - epsilon",
+     "exercise": "label_smoothing_floor", "mistake": "the true class left out of the ε/V share"},
+    {"cell": "label_smoothing_floor",
+     "old": "floor = -right * math.log(right)\n    if other > 0:\n        floor -= (vocab_size - 1) * other * math.log(other)",
+     "new": "floor = -right * math.log2(right)\n    if other > 0:\n        floor -= (vocab_size - 1) * other * math.log2(other)",
+     "exercise": "label_smoothing_floor", "mistake": "entropy in bits (log2)"},
+    {"cell": "label_smoothing_floor", "old": "    return floor", "new": "    return floor if epsilon == 0 else math.inf",
+     "exercise": "label_smoothing_floor", "mistake": "the loss of a one-hot prediction"},
 ]
 
 # Mistakes outside the catalogue: grading must lose points, name no catalogued mistake, and give the generic
@@ -136,6 +172,18 @@ DIAGNOSED = [
      # "a transpose" is in both wordings: (B, T) outputs that happen to be square on the random fresh sources are
      # "axes 0 and 1 swapped (a transpose)", the others "axes in another order ... look for a transpose".
      "exercise": "greedy_decode", "diagnosis": "a transpose"},
+]
+
+# Mistakes that must lose points and get no catalogue name; `feedback` must appear in the exercise's feedback.
+UNNAMED = [
+    # 0 · log 0 left to torch: NaN at ε = 0
+    {"cell": "label_smoothing_floor",
+     "old": "    if other > 0:\n        floor -= (vocab_size - 1) * other * math.log(other)",
+     "new": "    floor -= float((vocab_size - 1) * other * torch.log(torch.tensor(other, dtype=torch.float64)))",
+     "exercise": "label_smoothing_floor", "feedback": "0 · log 0"},
+    # no check of ε's range
+    {"cell": "label_smoothing_floor", "old": "    if not 0.0 <= epsilon <= 1.0:", "new": "    if False:",
+     "exercise": "label_smoothing_floor", "feedback": "should raise ValueError"},
 ]
 
 DECODER_BODY = '        h = self.norm1(x)\n        if cache is None:\n            a = self.self_attn(h, h, h, tgt_mask)[0]\n        else:  # project the newest position once, append it, attend over every position so far (no mask needed)\n            k, v = cache.self_attn.update(*project_kv(self.self_attn, h))\n            a = attend(self.self_attn, h, k, v)\n        x = x + self.dropout(a)\n        h = self.norm2(x)\n        if cache is None:\n            a = self.cross_attn(h, memory, memory, src_mask)[0]  # keys and values: the source\n        else:\n            if cache.memory is None:  # the first step: project the source once per sentence\n                cache.memory = project_kv(self.cross_attn, memory)\n            a = attend(self.cross_attn, h, *cache.memory, src_mask)\n        x = x + self.dropout(a)\n        h = self.norm3(x)\n        return x + self.dropout(self.linear2(self.dropout(F.relu(self.linear1(h)))))'
@@ -233,4 +281,9 @@ VARIANTS = [
     # finish an <eos> among the top k, stop once k hypotheses have finished. It returns other hypotheses than the
     # notebook's steps on some inputs, and must keep full marks: the tests grade properties, not one algorithm.
     {"cell": "beam_search", "old": BEAM_BODY, "new": FULL_BEAM_BODY},
+    # the floor from a float32 torch vector and xlogy (0 · log 0 = 0 built in): float32 rounding costs nothing
+    {"cell": "label_smoothing_floor",
+     "old": "    floor = -right * math.log(right)\n    if other > 0:\n        floor -= (vocab_size - 1) * other * math.log(other)\n"
+            "    return floor",
+     "new": "    q = torch.full((vocab_size,), other)\n    q[0] = right\n    return -torch.special.xlogy(q, q).sum().item()"},
 ]

@@ -474,8 +474,9 @@ def test_every_command_a_notebook_recommends_is_written_as_readme_writes_it():
             words.pop(0)
         if words[1] == "check" and len(words) == 3:
             assert (ROOT / words[2]).is_dir(), f"{sorted(where)}: {command!r}: no such folder"
-        elif words[1] != "translate":
-            assert command in readme, f"{sorted(where)}: {command!r} is neither README's nor run by a test"
+        elif words[1] != "translate":  # the Chinese copies add --lang zh (messages in Chinese, the notebooks/zh/ copy)
+            assert command.replace(" --lang zh", "") in readme, f"{sorted(where)}: {command!r} is neither README's " \
+                                                                  "nor run by a test"
 
 
 def test_every_translate_command_a_notebook_recommends_runs(trained, tmp_path):
@@ -485,7 +486,7 @@ def test_every_translate_command_a_notebook_recommends_runs(trained, tmp_path):
     readme = set(bash_block_commands(README)) | set(INLINE)
     commands = [c for c in notebook_commands() if re.match(r"^\.venv/bin/attn translate ", c)]
     assert commands
-    for command in sorted(set(commands) - readme):
+    for command in sorted(set(commands) - readme):  # --lang zh: Chinese messages, the solution still given
         proc = run(command, cwd=tmp_path, extra=_translate_options(trained))
         assert proc.returncode == 0, (command, proc.stderr[-2000:])
         if "--vocabulary" not in command:

@@ -169,9 +169,9 @@ def test_07_is_graded_out_of_what_can_be_earned_where_triton_cannot_install(monk
     result = engine().check(nbs.solution_path("07_flash_attention"))
     triton = next(e for e in result.exercises if e.id == "flash_attention_triton")
     assert triton.max_score == 0 and "Linux" in triton.feedback(), triton
-    assert result.score == result.max_score == 11, (result.score, result.max_score)
+    assert result.score == result.max_score == 15, (result.score, result.max_score)
     notes = [say(note) for note in result.notes]
-    assert any("graded out of 11 points" in note for note in notes), notes
+    assert any("graded out of 15 points" in note for note in notes), notes
     assert "SKIP" in checking.render(result)
 
 
@@ -213,3 +213,43 @@ def test_01s_bandwidth_prose_is_what_its_stored_run_printed():
     assert 0.03 < learned < 5, text
     assert "the learned bandwidth has the smallest held-out loss: True" in text, text
     assert "the smallest loss is the tiny bandwidth's" in text, text
+
+
+def test_08s_alignment_prose_is_what_its_stored_run_printed():
+    """08 §9 says every first-layer head sits in its gold box more often than one row late and the second layer's
+    heads are almost never late (08-W1); the Summary quotes how many probe words are out of order and says the best
+    head finds most of them (08-M1); §8 says the training loss stays above the learner's predicted floor."""
+    text = _stored_stdout("08_transformer_translator", "alignment")
+    heads = {}  # the first line of each printed table -> {layer: [(value, value after " / " or "")]}
+    for block in re.split(r"\n(?=\S)", text):
+        rows = {m.group(1): re.findall(r"head \d+:\s+([\d.]+)%(?: /\s+([\d.]+)%)?", m.group(2))
+                for m in re.finditer(r"^\s+(decoder\.\d)\.cross_attn(.*)$", block, re.M)}
+        if rows:
+            heads[block.splitlines()[0]] = rows
+    accuracy = next(v for k, v in heads.items() if k.startswith("alignment accuracy of each"))
+    late = next(v for k, v in heads.items() if k.startswith("one row late"))
+    split = next(v for k, v in heads.items() if "are out of order" in k)
+    assert all(float(lag) < float(a) for (a, _), (lag, _) in zip(accuracy["decoder.0"], late["decoder.0"])), text
+    assert all(float(lag) < 5 for lag, _ in late["decoder.1"]), text
+    counts = re.search(r"(\d+) of the (\d+) aligned target words are out of order", text)
+    summary = next(c for c in nbs.read(nbs.solution_path("08_transformer_translator")).cells
+                   if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "summary").source
+    assert counts and f"{counts.group(1)} of the {counts.group(2)} aligned words" in summary, (text, summary)
+    assert max(float(m) for layer in split.values() for m, _ in layer) > 50, text
+    floor = _stored_stdout("08_transformer_translator", "train_plot")
+    assert "the training loss stayed at or above your floor: True" in floor, floor
+
+
+def test_06s_pooling_and_capacity_prose_is_what_its_stored_run_printed():
+    """06 §4 says the mean of a group beats its first head everywhere, that shrinking the first head closes part of
+    the gap with independent heads (s = 0) and hurts with redundant ones (s = 0.9), and that some first-head
+    conversions do worse than an all-zero output; §7 says Mistral's 4k window serves twice as many 8k sequences."""
+    text = _stored_stdout("06_grouped_query_attention", "convert_demo")
+    assert "the mean closer than the first head at every s and every count below 8: True" in text, text
+    assert "worse than an all-zero output (above 1.0): s = 0.0, first" in text, text
+    closed = {s: [int(x) for x in re.findall(r"(-?\d+)% \(", line)]
+              for s, line in re.findall(r"^s = ([\d.]+): shrinking the first head closes (.*)$", text, re.M)}
+    assert all(0 < x < 100 for x in closed["0.0"]) and all(x < 0 for x in closed["0.9"]), text
+    table = _stored_stdout("06_grouped_query_attention", "bytes_table")
+    fits = {name.strip(): int(n) for name, n in re.findall(r"^(.{21}) [\d.]+ GiB free, .*: (\d+) sequences$", table, re.M)}
+    assert fits["Mistral-7B, window 4k"] >= 2 * fits["Mistral-7B (GQA)"] - 1 and fits["LLaMA-2-7B (MHA)"] == 15, table

@@ -243,8 +243,11 @@ def test_commands_refuse_missing_files_and_unfinished_exercises(tmp_path, traine
     _refused(attn("translate", "--checkpoint", str(tmp_path / "none.safetensors"), "the dog"), "attn train")
     _refused(attn("translate", "--checkpoint", str(trained), "--notebook", str(BLANK_08), "the dog"),
              "your decoder_mask in 08_transformer_translator.ipynb is not implemented yet")
-    _refused(attn("train", "--notebook", str(BLANK_08), "--steps", "1"), "not implemented yet")
-    _refused(attn("train", "--notebook", str(tmp_path / "none.ipynb")), "not found")
+    # A checkpoint of their own: the course folder's may hold a trained model, which `attn train` refuses to replace
+    # before it reads any notebook.
+    fresh = ("--checkpoint", str(tmp_path / "fresh.safetensors"))
+    _refused(attn("train", "--notebook", str(BLANK_08), "--steps", "1", *fresh), "not implemented yet")
+    _refused(attn("train", "--notebook", str(tmp_path / "none.ipynb"), *fresh), "not found")
 
 
 def test_train_on_your_own_pairs_file_and_refuse_a_malformed_one(tmp_path):

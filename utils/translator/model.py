@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..speech import N_, _
 from .corpus import Pair, Vocab
 
 __all__ = [
@@ -33,8 +34,15 @@ __all__ = [
 PART_SOURCES = {
     "causal_mask": ("03_masking", "torch.nn.Transformer.generate_square_subsequent_mask"),
     "MultiHeadAttention": ("04_multi_head_attention", "F.multi_head_attention_forward (nn.MultiheadAttention's core)"),
-    "PositionalEncoding": ("05_positional_encoding", "learned positions (nn.Embedding), as in BERT and GPT-2"),
-    "KVCache": ("06_grouped_query_attention", "a preallocated buffer that doubles when full (BufferKVCache)"),
+    "PositionalEncoding": ("05_positional_encoding", N_("learned positions (nn.Embedding), as in BERT and GPT-2")),
+    "KVCache": ("06_grouped_query_attention", N_("a preallocated buffer that doubles when full (BufferKVCache)")),
+}
+#: How load_parts checks each part (PyTorch has no sinusoidal table and no KV cache to compare with).
+CHECKED_HOW = {
+    "causal_mask": N_("your answer from {notebook}, checked against the lower triangle"),
+    "MultiHeadAttention": N_("your answer from {notebook}, checked against PyTorch's nn.MultiheadAttention"),
+    "PositionalEncoding": N_("your answer from {notebook}, checked against the sinusoid it should add"),
+    "KVCache": N_("your answer from {notebook}, checked by appending 2 and then 1 positions"),
 }
 
 
@@ -75,10 +83,11 @@ class Parts:
 
         rows = "".join(
             f"<tr><td style='text-align:left'><code>{html.escape(n)}</code></td><td style='text-align:left'>"
-            f"{'✓ yours' if who == 'yours' else 'built-in'}</td><td style='text-align:left'>{html.escape(note)}"
-            "</td></tr>" for n, who, note in self.table())
-        return ("<table><thead><tr><th style='text-align:left'>part</th><th style='text-align:left'>from</th>"
-                f"<th style='text-align:left'>why</th></tr></thead><tbody>{rows}</tbody></table>")
+            f"{_('✓ yours') if who == 'yours' else _('built-in')}</td><td style='text-align:left'>"
+            f"{html.escape(note)}</td></tr>" for n, who, note in self.table())
+        return (f"<table><thead><tr><th style='text-align:left'>{_('part')}</th><th style='text-align:left'>"
+                f"{_('from')}</th><th style='text-align:left'>{_('why')}</th></tr></thead><tbody>{rows}</tbody>"
+                "</table>")
 
 
 def _cell_source(cell: Any) -> str:
@@ -142,9 +151,9 @@ def _quiet() -> Iterator[None]:
 
 def _why(exc: BaseException) -> str:
     if isinstance(exc, NotImplementedError):
-        return "not implemented yet"
+        return _("not implemented yet")
     if isinstance(exc, FileNotFoundError):
-        return "notebook not found"
+        return _("notebook not found")
     text = str(exc).splitlines()[0][:120] if str(exc) else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
@@ -218,7 +227,7 @@ def load_parts(folder: str | Path | None = None, use_yours: bool = True) -> Part
     builtins_ = {"causal_mask": builtin_causal_mask, "MultiHeadAttention": BuiltinMultiHeadAttention,
                  "PositionalEncoding": LearnedPositions, "KVCache": BufferKVCache}
     by_notebook: dict[str, list[str]] = {}
-    for name, (notebook, _) in PART_SOURCES.items():
+    for name, (notebook, _builtin) in PART_SOURCES.items():
         by_notebook.setdefault(notebook, []).append(name)
     found: dict[str, Any] = {}
     for notebook, names in by_notebook.items():
@@ -243,12 +252,13 @@ def load_parts(folder: str | Path | None = None, use_yours: bool = True) -> Part
             try:
                 with _quiet():
                     _CHECKS[name](obj)
-                parts.parts[name] = Part(name, obj, True, f"your answer from {notebook}, checked against PyTorch")
+                parts.parts[name] = Part(name, obj, True, _(CHECKED_HOW[name]).format(notebook=notebook))
                 continue
             except Exception as exc:  # noqa: BLE001 - a failing part is replaced, with the reason shown
                 obj = exc
-        reason = "not used" if not use_yours else f"yours from {notebook[:2]}: {_why(obj)}"
-        parts.parts[name] = Part(name, builtins_[name], False, f"{builtin_note} ({reason})")
+        reason = _("not used") if not use_yours else _("yours from {notebook}: {why}").format(
+            notebook=notebook[:2], why=_why(obj))
+        parts.parts[name] = Part(name, builtins_[name], False, f"{_(builtin_note)} ({reason})")
     return parts
 
 
@@ -791,15 +801,17 @@ def read_checkpoint(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str
 
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}: train one first (`attn train`, or notebook 08)")
+        raise FileNotFoundError(_("no checkpoint at {path}: train one first (`attn train`, or notebook 08)").format(
+            path=path))
     try:
         with safe_open(str(path), framework="pt") as f:
             meta = json.loads((f.metadata() or {}).get("attn", "null"))
             tensors = {k: f.get_tensor(k) for k in f.keys()}
     except Exception as exc:  # noqa: BLE001 - safetensors raises several types for damaged files
-        raise ValueError(f"{path} is not a readable checkpoint ({exc})") from exc
+        raise ValueError(_("{path} is not a readable checkpoint ({error})").format(path=path, error=exc)) from exc
     if not isinstance(meta, dict) or "config" not in meta:
-        raise ValueError(f"{path} is a safetensors file but not a translator checkpoint (no 'attn' metadata)")
+        raise ValueError(_("{path} is a safetensors file but not a translator checkpoint (no 'attn' "
+                           "metadata)").format(path=path))
     return tensors, meta
 
 
