@@ -61,6 +61,38 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         f.write(json.dumps(line) + "\n")
 
 
+def _whole_suite(config: pytest.Config) -> bool:
+    """This run is `make test`: every test of testpaths, unfiltered, and this is not one of xdist's workers."""
+    return (config.args_source == pytest.Config.ArgsSource.TESTPATHS and not config.option.keyword
+            and not config.option.markexpr and not hasattr(config, "workerinput"))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    import time
+
+    session.config.stash[_STARTED] = time.monotonic()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A whole `make test` that passed records its length and test count for the table of measured figures
+    (utils/figures.py: build/figures/, taken into docs/figures.json by `attn docs`)."""
+    import time
+
+    from utils import figures
+
+    if exitstatus != 0 or not _whole_suite(session.config):
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    stats = reporter.stats if reporter else {}
+    passed, skipped = len(stats.get("passed", [])), len(stats.get("skipped", []))
+    seconds = time.monotonic() - session.config.stash[_STARTED]
+    figures.record("make-test", what="`make test`: the tests", by="tests/conftest.py, at the end of a whole run that passed",
+                   value=f"{passed:,} tests passed ({skipped} skipped) in {figures.minutes(seconds)}")
+
+
+_STARTED = pytest.StashKey[float]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # Jupyter, IPython and matplotlib write state under $HOME: keep the tests off the user's.
     home = Path(config.rootpath) / ".pytest_cache" / "home"

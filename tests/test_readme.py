@@ -1,6 +1,7 @@
-"""README.md's example commands, run as a reader would type them.
+"""The example commands of README.md and of the pages it leads to (GUIDES: docs/install.md, learners.md, …; the
+site shows the same pages), run as a reader would type them. "README" below means all of them.
 
-Every command line in a ```bash block of README.md, and the inline commands listed in INLINE, is either run by a
+Every command line in a ```bash block of these files, and the inline commands listed in INLINE, is either run by a
 test here (RUN: command -> the test that runs it) or listed in NOT_RUN with the reason; a command added to the
 README without either fails `test_every_readme_command_is_run_or_excused`. Commands run verbatim, from the course
 folder, except where a note says what is added and why (training is cut short with ATTN_TRAIN_STEPS, and the
@@ -29,7 +30,10 @@ from utils.translator.corpus import make_corpus, write_pairs
 from .conftest import free_port
 
 ROOT = nbs.ROOT
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+#: README.md and the pages it sends its readers to, whose commands a reader types as README's own.
+GUIDES = ("README.md", "docs/install.md", "docs/learners.md", "docs/instructors.md", "docs/submissions.md",
+          "docs/commands.md", "docs/maintainers.md")
+README = "\n".join((ROOT / name).read_text(encoding="utf-8") for name in GUIDES)
 SOLUTION_08 = ROOT / "solutions" / "08_transformer_translator"
 STEPS = 20  # ATTN_TRAIN_STEPS for README's training commands: seconds, not minutes
 
@@ -434,6 +438,50 @@ def test_course_contract_matches_the_solutions():
         assert "../shared" not in path.read_text(encoding="utf-8"), f"{path.name} points outside the repository"
     for doc in ("COURSE.md", "STYLE.md", "TOOLCHAIN.md"):
         assert (ROOT / "docs" / doc).is_file()
+
+
+# -- README as a front door, and the pages it leads to -------------------------------------------------------------
+
+def test_readmes_first_screen_shows_the_course_and_the_ways_in():
+    """What a newcomer decides on (issue 36): what the course is, one picture, the one-click starts, the two
+    commands and the course map, before any install detail; the rest lives on the pages README links to."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    map_at = next(i for i, line in enumerate(lines) if line.startswith("| 01 |"))
+    first_screen = "\n".join(lines[:map_at])
+    for what, needle in (("the picture", "<img src=\"docs/images/"), ("Colab", "colab.research.google.com"),
+                         ("Binder", course.binder_url()), ("Codespaces", course.codespaces_url()),
+                         ("make lab", "make lab"), ("make test", "make test")):
+        assert needle in first_screen, f"README's first screen lacks {what}"
+    assert map_at < 35, f"README's course map starts at line {map_at + 1}: keep the first screen short"
+    assert len(lines) <= 80, f"README has {len(lines)} lines: details belong on the pages of docs/ it links to"
+    for name in ("uv", "jsonschema", "OMP_NUM_THREADS"):
+        assert not re.search(rf"\b{name}\b", text), f"README mentions {name}: an install or sizing detail for docs/"
+    alt = re.search(r'<img src="docs/images/[^"]+"[^>]*alt="([^"]{80,})"', text, re.S)
+    assert alt, "README's picture needs an alt text that says what it shows"
+
+
+def test_every_link_of_readme_and_its_pages_leads_somewhere():
+    """Each relative link of README and docs/*.md names a file of the repository, and its #anchor a heading there
+    (as GitHub makes them: lower case, punctuation dropped, spaces to hyphens)."""
+
+    def anchors(path: Path) -> set[str]:
+        heads = re.findall(r"^#+ (.+)$", path.read_text(encoding="utf-8"), re.M)
+        return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
+
+    broken = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text) + re.findall(r'src="([^"]+)"', text):
+            if re.match(r"[a-z]+:", target):
+                continue
+            name, _, anchor = target.partition("#")
+            path = (page.parent / name).resolve() if name else page
+            if not path.exists():
+                broken.append(f"{page.name}: {target} (no such file)")
+            elif anchor and path.suffix == ".md" and anchor not in anchors(path):
+                broken.append(f"{page.name}: {target} (no such heading)")
+    assert not broken, "broken links:\n" + "\n".join(broken)
 
 
 # -- the commands the notebooks recommend ---------------------------------------------------------------------------

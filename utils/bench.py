@@ -109,6 +109,7 @@ def run(assignments: list[str]) -> int:
           f"{'warm (s)':>10}{'budget':>8}")
     missed = 0
     total = 0.0
+    measured: dict[str, tuple[float, float, float]] = {}
     engine = Engine(one_learner=True)  # what a test session or a learner's lab keeps warm
     for assignment in assignments:
         path = nbs.solution_path(assignment)
@@ -123,6 +124,7 @@ def run(assignments: list[str]) -> int:
         engine.check(path)  # the engine's first notebook starts its zygote
         t_warm = _timed(lambda: engine.check(path))
         total += t_exec
+        measured[assignment] = (t_exec, t_check, t_warm)
         budget_exec, budget_check = BUDGETS_S.get(assignment, (NOTEBOOK_BUDGET_S, CHECK_BUDGET_S))
         budget_warm = WARM_CHECK_BUDGET_S
         ok = t_exec <= budget_exec and t_check <= budget_check and t_warm <= budget_warm
@@ -137,8 +139,24 @@ def run(assignments: list[str]) -> int:
     missed += not ok
     print(f"{'all notebooks executed once':<36}{total:>12.1f}{COURSE_BUDGET_S:>8.0f}" + ("" if ok else "  OVER BUDGET"))
     engine.close()
+    if set(assignments) == set(nbs.assignments()):
+        _record_notebook_figures(measured)
     missed += not endless_loop(assignments[0])
     return 1 if missed else 0
+
+
+def _record_notebook_figures(measured: dict[str, tuple[float, float, float]]) -> None:
+    """The table of measured figures (utils/figures.py) from a bench of every notebook."""
+    from . import figures
+
+    def each(i: int, digits: int) -> str:
+        return ", ".join(f"{a[:2]} {t[i]:.{digits}f} s" for a, t in measured.items())
+
+    figures.record("execute", what="each solution executed top to bottom", value=each(0, 0), by="`attn bench`")
+    figures.record("check-cold", what="`attn check` on one solution, cold (a fresh `attn check` command)",
+                   value=each(1, 1), by="`attn bench`")
+    figures.record("check-warm", what="`attn check` on one solution, engine warm (as from JupyterLab or a test "
+                   "session)", value=each(2, 1), by="`attn bench`")
 
 
 def translator_figures(nb) -> list[str]:
@@ -169,6 +187,10 @@ def endless_loop(assignment: str) -> bool:
     name = nbs.nbgrader_meta(victim)["grade_id"]
     print(f"attn check on {assignment} with an endless loop in {name}: {t:.1f} s (budget {LOOP_BUDGET_S:.0f} s)"
           + ("" if ok else "  OVER BUDGET"))
+    from . import figures
+
+    figures.record("check-loop", what="`attn check` with an endless loop in one answer", by="`attn bench`",
+                   value=f"{t:.1f} s (the exercise's time limit, then the rest)")
     return ok
 
 
@@ -221,4 +243,9 @@ def autograde_figures(jobs: int = 2) -> bool:
               f"(pool {summary['pool seconds']:.1f} s), {summary['per minute']:.1f} a minute "
               f"(budget {AUTOGRADE_BUDGET_PER_MIN:.0f}); {summary['graded ahead']} graded by the pool, "
               f"{summary['graded again']} again" + ("" if fine else "  OVER BUDGET"))
+        from . import figures
+
+        figures.record(f"autograde-{assignment[:2]}", by="`attn bench --autograde`",
+                       what=f"`attn autograde {assignment} --jobs {jobs}`, {n} submissions",
+                       value=f"{summary['seconds']:.1f} s: {summary['per minute']:.0f} a minute")
     return ok

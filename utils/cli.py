@@ -163,12 +163,17 @@ def cmd_autograde(args: argparse.Namespace) -> int:
 
 def cmd_docs(args: argparse.Namespace) -> int:
     """Write README's course table, docs/COURSE.md's points, and the notebooks' Colab badges and Colab set-up
-    from the registry (utils/course.py); then `attn release --lang all` for the student copies."""
-    from . import docs
+    from the registry (utils/course.py), and docs/maintainers.md's figures from docs/figures.json after taking in
+    the figures measured since (build/figures/); then `attn release --lang all` for the student copies."""
+    from . import docs, figures
 
-    stale = docs.sync_docs(nbs.ROOT, write=not args.check) + docs.sync_notebooks(write=not args.check)
+    if not args.check:
+        for key in figures.take_pending():
+            print(f"docs/figures.json: {key} measured anew")
+    stale = (docs.sync_docs(nbs.ROOT, write=not args.check) + docs.sync_picture(nbs.ROOT, write=not args.check)
+             + docs.sync_notebooks(write=not args.check))
     for name in stale:
-        print(f"{name}: {'out of date: run `attn docs`' if args.check else 'rewritten from utils/course.py'}")
+        print(f"{name}: {'out of date: run `attn docs`' if args.check else 'rewritten'}")
     return 1 if stale and args.check else 0
 
 
@@ -258,7 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("assignments", nargs="*", help="assignment ids (default: all)")
     p.set_defaults(func=cmd_execute)
 
-    p = sub.add_parser("docs", help="write README's course table and docs/COURSE.md's points from utils/course.py")
+    p = sub.add_parser("docs", help="write README's course table, docs/COURSE.md's points and docs/maintainers.md's "
+                                    "figures from utils/course.py and docs/figures.json")
     p.add_argument("--check", action="store_true", help="only report tables that are out of date (exit 1)")
     p.set_defaults(func=cmd_docs)
 

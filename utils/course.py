@@ -27,7 +27,7 @@ class Notebook:
     """One notebook and one nbgrader assignment: `id` names its folders in solutions/, notebooks/ and grader/."""
 
     id: str
-    topics: str  # what it teaches, as README's course table says it
+    topics: str  # what it teaches, as docs/learners.md and the site's course map say it
     exercises: tuple[Exercise, ...]
     #: Course functions ("module:function") that the grading engine's zygote runs once before this notebook's workers
     #: start, so that every worker inherits what they computed (08's corpus: 1.5 s a grading otherwise).
@@ -113,6 +113,7 @@ REPOSITORY = "https://github.com/attention-course/attention-course"
 REF = "main"
 COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
 BINDER_BADGE = "https://mybinder.org/badge_logo.svg"
+CODESPACES_BADGE = "https://github.com/codespaces/badge.svg"
 
 
 def _github_path() -> str:
@@ -126,6 +127,11 @@ def notebook_path(notebook_id: str, lang: str = "en") -> str:
 
 def colab_url(notebook_id: str, lang: str = "en") -> str:
     return f"https://colab.research.google.com/github/{_github_path()}/blob/{REF}/{notebook_path(notebook_id, lang)}"
+
+
+def codespaces_url() -> str:
+    """A GitHub Codespace on the repository (its .devcontainer/ runs `make install`, then `make lab`)."""
+    return f"https://codespaces.new/{_github_path()}?quickstart=1"
 
 
 def binder_url(lang: str = "en") -> str:
@@ -185,13 +191,6 @@ def exercise(name: str) -> tuple[Notebook, Exercise]:
 def points(value: float) -> str:
     """Points as the tables print them: 3, not 3.0."""
     return f"{value:g}"
-
-
-def readme_rows() -> list[str]:
-    """README's course table, one row per notebook (`attn docs` writes them)."""
-    return [f"| {nb.number} | `{nb.id}` — {nb.topics} | {', '.join(f'`{e.name}`' for e in nb.exercises)} | "
-            f"[![Colab]({COLAB_BADGE})]({colab_url(nb.id)}) [中文]({colab_url(nb.id, 'zh')}) |"
-            for nb in NOTEBOOKS]
 
 
 def points_rows() -> list[str]:

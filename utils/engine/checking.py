@@ -822,5 +822,5 @@ def render(result: NotebookResult, verbose: bool = False) -> str:
                     text = f"{tick}[{say(c.name)}]{hidden}" + ("" if c.passed and not message else f" {message}")
                     lines.append(fill(text, 110, " " * 10, " " * 15))
         for note in result.notes:
-            lines += ["", _("Note: {note} (see README, 'Grading a class').").format(note=say(note))]
+            lines += ["", _("Note: {note} (see docs/instructors.md, 'Grading a class').").format(note=say(note))]
     return "\n".join(lines)
