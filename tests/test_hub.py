@@ -464,3 +464,12 @@ c.Spawner.environment.update({{key: _in_test_folder(name) for key, name in {stat
           f"{', '.join(f'{code} x{refused.count(code)}' for code in sorted(set(refused)))}), {denied} reads as bob's "
           f"Unix user (Permission denied)")
     print("Disk: " + "; ".join(f"{k} {v / 1024:.0f} KiB" for k, v in sizes.items()))
+    # The sizing of docs/instructors.md rests on these: they go to the table of measured figures (utils/figures.py).
+    from utils import figures
+
+    figures.record("hub-memory", by="tests/test_hub.py", what="a class on JupyterHub, memory (RSS): one student's "
+                   "server idle / after fetching and submitting / its kernel with torch / the instructor's server "
+                   "after autograding", value=f"{idle_rss:.0f} / {server_rss:.0f} / {kernel_rss:.0f} / "
+                   f"{instructor_rss:.0f} MiB")
+    figures.record("hub-grading-cpu", by="tests/test_hub.py", what=f"a class on JupyterHub: CPU to autograde two "
+                   f"submissions of {ASSIGNMENT}", value=f"{grading_cpu:.1f} s")
