@@ -9,16 +9,19 @@ LAB_ARGS ?=
 
 .PHONY: install lab test test-fast bench release references execute clean
 
+# The environment, PyTorch (a CPU build where PyPI's would bring CUDA libraries), then the course: utils/bootstrap.py,
+# which says each step before it starts and, in its last line, what each took and what comes next (THEN_<goal>).
+THEN_lab       := starting JupyterLab
+THEN_test      := running the tests
+THEN_test-fast := running the fast tests
 $(STAMP): pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	# PyTorch first, a CPU build where PyPI's would bring CUDA libraries; then the course (utils/bootstrap.py).
-	$(BIN)/python -m utils.bootstrap --extras lab,dev
+	@$(PYTHON) -m utils.bootstrap --venv $(VENV) --extras lab,dev --then "$(THEN_$(firstword $(MAKECMDGOALS)))"
 	@touch $(STAMP)
 
 install: $(STAMP)
 
 lab: install
-	$(BIN)/attn lab $(LAB_ARGS)
+	@$(BIN)/attn lab $(LAB_ARGS)
 
 test: install
 	$(BIN)/ruff check .

@@ -12,6 +12,11 @@ that index cannot be reached it falls back to PyPI within seconds. macOS and Win
 already. A PyTorch that is already installed and in the course's range is kept (Colab's, a conda one). At the end
 it prints how much was downloaded.
 
+Each step says what it does before it starts ("[2/4] PyTorch 2.13 (CPU build, about 200 MB) …"), pip's and uv's own
+output comes through as they print it (their progress bars too where this runs in a terminal: they are given one), and
+the last line says how long each step took and what comes next. With --venv DIR (what `make install` runs, with any
+Python 3) it first makes that virtual environment if it is missing, then goes on in the environment's Python.
+
 The course's own ~150 packages are installed by uv (https://docs.astral.sh/uv/), which pip installs first: it
 fetches and unpacks in parallel, in about a third of pip's time. uv is given the settings of pip's that matter here
 (indexes, find-links, constraints, trusted hosts, certificate and timeout: a mirror set for pip is used by uv too);
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import codecs
 import os
 import platform
 import re
@@ -39,6 +45,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+from collections.abc import Sequence
 
 #: The PyTorch versions the course supports (pyproject.toml says the same; tests/test_environment.py checks it).
 TORCH_RANGE = ">=2.13,<2.16"
@@ -59,10 +66,10 @@ _PIP_NEUTRAL = {"cert", "timeout", "default-timeout", "disable-pip-version-check
                 "no-warn-script-location", "break-system-packages"}
 
 
-def torch_version() -> str | None:
-    """The PyTorch installed in this Python, or None (asked in a subprocess: importing torch here is slow)."""
-    proc = subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"], capture_output=True,
-                          text=True)
+def torch_version(python: str = sys.executable) -> str | None:
+    """The PyTorch installed in a Python, or None (asked from its metadata in a subprocess: importing torch is slow)."""
+    proc = subprocess.run([python, "-c", "from importlib.metadata import version; print(version('torch'))"],
+                          capture_output=True, text=True)
     return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
@@ -88,15 +95,97 @@ def _downloaded_mb(out: str) -> float:
 
 
 def pip(*args: str, quiet_timeout: bool = False) -> tuple[int, float, str]:
-    """Run pip in this Python; returns (exit code, MB downloaded, the last lines it printed)."""
-    cmd = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--progress-bar", "off", *args]
+    """Run pip in this Python, its output shown as it comes (run_shown); returns (exit code, MB downloaded, the last
+    lines it printed)."""
+    cmd = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", *args]
     if quiet_timeout:
         cmd += ["--timeout", "5", "--retries", "0"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    out = proc.stdout + proc.stderr
-    downloaded = _downloaded_mb(out)
-    tail = "\n".join(line for line in out.splitlines() if "is ignored" not in line)[-3000:]
-    return proc.returncode, downloaded, tail
+    code, out = run_shown(cmd)
+    tail = "\n".join(line for line in out.splitlines() if not _NOISE.search(line))[-3000:]
+    return code, _downloaded_mb(out), tail
+
+
+def say(text: str) -> None:
+    """Print a line at once: under make (or any pipe) Python holds its output back, and a learner watching a silent
+    install for minutes takes it for hung."""
+    print(text, flush=True)
+
+
+#: Lines of an installer's that tell a learner nothing: pip's warnings about a machine's find-links, its "already
+#: satisfied" lines (one a package on a second run) and uv's list of every package it added, replaced or removed (it
+#: says how many).
+_NOISE = re.compile(r"is ignored: it is either|^Requirement already satisfied|^ [+~-] [\w.-]+==")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def _plain(raw: str) -> str:
+    """What a terminal shows of a stretch of output: its colours left out, a line redrawn after \\r as redrawn."""
+    lines = _ANSI.sub("", raw).replace("\r\n", "\n").split("\n")
+    return "\n".join(line.split("\r")[-1].rstrip() for line in lines)
+
+
+class _Relay:
+    """Pass an installer's output on as it comes, less its _NOISE lines; keep all of it, as text, for what it says."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        self.pending = ""
+
+    def feed(self, text: str) -> None:
+        self.seen.append(text)
+        text = (self.pending + text).replace("\r\n", "\n")  # a terminal's line ends
+        *lines, self.pending = text.split("\n")
+        shown = [line + "\n" for line in lines if not _NOISE.search(_plain(line))]
+        if "\r" in self.pending or "\x1b" in self.pending:  # a progress bar being redrawn: shown now, not at its end
+            shown.append(self.pending)
+            self.pending = ""
+        if shown:
+            sys.stdout.write("".join(shown))
+            sys.stdout.flush()
+
+    def text(self) -> str:
+        self.feed("\n" if self.pending else "")
+        return _plain("".join(self.seen))
+
+
+def run_shown(cmd: Sequence[str], env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Run an installer, its output passed on as it comes and kept; returns (exit code, what it printed). Where this
+    prints to a terminal on Linux or macOS the installer gets a terminal of its own, as wide as ours, so that pip and uv
+    draw their progress bars; elsewhere (make's output sent to a file, a test, Windows) they print plain lines."""
+    relay, decode = _Relay(), codecs.getincrementaldecoder("utf-8")(errors="replace").decode
+    if os.name == "posix" and sys.stdout.isatty():
+        import pty
+
+        source, terminal = pty.openpty()
+        _same_size(terminal)
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=terminal, stderr=terminal, env=env)
+        os.close(terminal)
+    else:
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                env=env)
+        source = proc.stdout.fileno()
+    while True:
+        try:
+            chunk = os.read(source, 65536)
+        except OSError:  # the pseudo-terminal, once the installer has closed it (Linux)
+            chunk = b""
+        if not chunk:
+            break
+        relay.feed(decode(chunk))
+    proc.wait()
+    if proc.stdout is None:
+        os.close(source)
+    return proc.returncode, relay.text()
+
+
+def _same_size(terminal: int) -> None:
+    """Give a pseudo-terminal our terminal's size (a progress bar fits its width)."""
+    import fcntl
+    import struct
+    import termios
+
+    columns, rows = shutil.get_terminal_size()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
 
 
 #: The file (in the environment's site-packages) and the line of STARTUP (see the module's docstring).
@@ -158,39 +247,105 @@ def uv(*args: str) -> tuple[int, float, str] | None:
     listing = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
     translated = uv_options(pip_settings(listing.stdout)) if listing.returncode == 0 else None
     if translated is None:
-        print("pip is configured in a way uv is not told about: pip installs the course")
+        say("pip is configured in a way uv is not told about: pip installs the course")
         return None
     options, env = translated
     code, got, _ = pip(UV)
     if code != 0:
-        print("uv could not be installed: pip installs the course")
+        say("uv could not be installed: pip installs the course")
         return None
     cmd = [sys.executable, "-m", "uv", "pip", "install", "--python", sys.executable, "--compile-bytecode", *options,
            *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env})
-    out = proc.stdout + proc.stderr
-    downloaded = got + _downloaded_mb(out)
-    return proc.returncode, downloaded, out[-3000:]
+    code, out = run_shown(cmd, env={**os.environ, **env})
+    return code, got + _downloaded_mb(out), out[-3000:]
+
+
+def torch_plan() -> str:
+    """What the PyTorch step does, said before it starts."""
+    have = torch_version()
+    if have and in_range(have):
+        return f"PyTorch {have} is installed and supported: kept"
+    floor = re.search(r"[\d.]+", TORCH_RANGE).group()
+    if wants_cpu_index():
+        return f"Installing PyTorch {floor} or later (CPU build, about 200 MB, from download.pytorch.org)"
+    if platform.system() == "Linux":
+        return f"Installing PyTorch {floor} or later with CUDA (about 3 GB, from PyPI)"
+    return f"Installing PyTorch {floor} or later (from PyPI)"
 
 
 def install_torch() -> float:
-    """Install PyTorch (see the module's docstring); returns the MB downloaded."""
+    """Install PyTorch (see the module's docstring) unless it is there; returns the MB downloaded."""
     have = torch_version()
     if have and in_range(have):
-        print(f"PyTorch {have} is installed and supported: kept")
         return 0.0
     if wants_cpu_index():
         started = time.monotonic()
         code, mb, _ = pip(f"torch{TORCH_RANGE}", "--index-url", CPU_INDEX, quiet_timeout=True)
         if code == 0:
-            print(f"PyTorch {torch_version()} (CPU build) from {CPU_INDEX}: {mb:.0f} MB downloaded")
+            say(f"PyTorch {torch_version()} (CPU build) from {CPU_INDEX}: {mb:.0f} MB downloaded")
             return mb
-        print(f"{CPU_INDEX} could not be reached ({time.monotonic() - started:.0f} s): PyTorch from PyPI instead")
+        say(f"{CPU_INDEX} could not be reached ({time.monotonic() - started:.0f} s): PyTorch from PyPI instead")
     code, mb, tail = pip(TORCH_FALLBACK if wants_cpu_index() else f"torch{TORCH_RANGE}")
     if code != 0:
         sys.exit(f"PyTorch could not be installed:\n{tail}")
-    print(f"PyTorch {torch_version()} from PyPI: {mb:.0f} MB downloaded")
+    say(f"PyTorch {torch_version()} from PyPI: {mb:.0f} MB downloaded")
     return mb
+
+
+class Steps:
+    """The install's steps, each said with its number before it starts ("[2/3] Installing PyTorch …") and timed, for
+    the last line; `done` are steps another Python did before this one (the environment, made by the Python make
+    found), as (name, seconds)."""
+
+    def __init__(self, total: int, done: Sequence[tuple[str, float]] = ()) -> None:
+        self.total, self.times = total, list(done)
+        self.current: tuple[str, float] | None = None
+
+    def start(self, name: str, what: str) -> None:
+        self.finish()
+        say(f"[{len(self.times) + 1}/{self.total}] {what}{'' if what.endswith(': kept') else ' …'}")
+        self.current = (name, time.monotonic())
+
+    def finish(self) -> None:
+        if self.current:
+            name, started = self.current
+            self.times.append((name, time.monotonic() - started))
+            self.current = None
+
+    def took(self) -> str:
+        """'52 s (environment 3 s, PyTorch 28 s, the course 21 s)'."""
+        self.finish()
+        parts = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in self.times)
+        return f"{sum(s for _, s in self.times):.0f} s ({parts})"
+
+
+def venv_python(venv: str) -> str:
+    """The Python of a virtual environment."""
+    return os.path.join(venv, "Scripts" if os.name == "nt" else "bin", "python")
+
+
+def make_venv(venv: str, steps: Steps) -> None:
+    """Make the virtual environment `venv` unless it is there (venv's own messages say what a Python lacks, e.g.
+    Debian's python3-venv)."""
+    if os.path.exists(venv_python(venv)):
+        steps.start("environment", f"The Python environment {venv}/ is there: kept")
+        return
+    steps.start("environment", f"Making a Python environment in {venv}/ (a few seconds)")
+    if subprocess.run([sys.executable, "-m", "venv", venv]).returncode != 0:
+        sys.exit(f"{sys.executable} could not make a virtual environment in {venv}/ (see above)")
+
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _short(path: str) -> str:
+    """A path as the learner knows it: within the course folder, from there (.venv/…)."""
+    return os.path.relpath(path, HERE) if os.path.abspath(path).startswith(HERE + os.sep) else path
+
+
+def _done(text: str) -> tuple[str, float]:
+    name, _, seconds = text.rpartition("=")
+    return name, float(seconds)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,28 +353,44 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--extras", default="lab,dev",
                         help="the course's optional parts: lab (JupyterLab, nbgrader), dev (the tests); '' for none")
     parser.add_argument("--no-course", action="store_true", help="install PyTorch only")
+    parser.add_argument("--venv", help="make this virtual environment if it is missing, and install into it")
+    parser.add_argument("--then", default="", help="what comes after the install, for its last line")
+    parser.add_argument("--done", action="append", type=_done, default=[], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    steps = Steps(len(args.done) + bool(args.venv) + 1 + (not args.no_course), args.done)
+    if args.venv:
+        make_venv(args.venv, steps)
+        if os.path.realpath(sys.prefix) != os.path.realpath(args.venv):  # the rest is done by the venv's Python
+            steps.finish()
+            rest = ["--extras", args.extras, "--then", args.then, *(["--no-course"] if args.no_course else []),
+                    *(f"--done={name}={seconds:.2f}" for name, seconds in steps.times)]
+            return subprocess.run([venv_python(args.venv), "-m", "utils.bootstrap", *rest], cwd=HERE).returncode
+    steps.start("PyTorch", torch_plan())
     total = install_torch()
     if not args.no_course:
-        target = here + (f"[{args.extras}]" if args.extras else "")
+        extras = args.extras or "notebooks only"
+        steps.start("the course", f"Installing the course and its tools ({extras}): "
+                    + ("about 150 packages, " if "lab" in args.extras else "")
+                    + ("by pip" if os.environ.get("ATTN_INSTALLER") == "pip" else "by uv, which pip installs first"))
+        target = HERE + (f"[{args.extras}]" if args.extras else "")
         installer = "uv"
         code, mb, tail = uv("-e", target) or (1, 0.0, "")
         if code != 0:
             if tail:
-                print(f"uv could not install the course; pip installs it instead. uv said:\n{tail[-1000:]}")
+                say(f"uv could not install the course; pip installs it instead. uv said:\n{tail[-1000:]}")
             installer = "pip"
             code, more, tail = pip("-e", target)
             mb += more
         if code != 0:
             sys.exit(f"the course could not be installed:\n{tail}")
         total += mb
-        print(f"the course and its tools ({args.extras or 'notebooks only'}), installed by {installer}: {mb:.0f} MB "
-              "downloaded")
+        say(f"the course and its tools ({extras}), installed by {installer}: {mb:.0f} MB downloaded")
         startup = write_startup()
         if startup:
-            print(f"Jupyter's processes start 1 s sooner here: {startup} leaves out jsonschema's IRI parser")
-    print(f"downloaded in all: {total:.0f} MB")
+            say(f"Jupyter's processes start 1 s sooner here: {_short(startup)} leaves out "
+                "jsonschema's IRI parser")
+    say(f"Installed into {_short(sys.prefix)} in {steps.took()}; downloaded in all: {total:.0f} MB."
+        + (f" Next: {args.then} …" if args.then else ""))
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +32,7 @@ def cmd_lab(args: argparse.Namespace) -> int:
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         argv.append("--allow-root")  # JupyterLab refuses to start as root without it (containers, Colab-like boxes)
     argv += args.jupyter_args
+    print(lab_banner(args.jupyter_args), flush=True)
     os.chdir(nbs.ROOT)  # nbgrader's formgrader reads nbgrader_config.py from the folder it starts in
     # The course's server extension (utils/formgrader_csp.py): a Content-Security-Policy on Formgrader's pages, and
     # its buttons and submission pages off the server's event loop.
@@ -39,6 +41,18 @@ def cmd_lab(args: argparse.Namespace) -> int:
     # Kernels and nbgrader (which runs `alembic`) find this environment's programs, activated or not.
     os.execve(sys.executable, argv, nbs.kernel_env({"JUPYTER_CONFIG_PATH": config_path}))
     return 0  # not reached
+
+
+def lab_banner(jupyter_args: Sequence[str]) -> str:
+    """What `attn lab` says before JupyterLab's own log (forty lines, the address with its token among them): where
+    the course opens and how to stop it."""
+    options = " ".join(jupyter_args)
+    port = re.search(r"--(?:ServerApp\.)?port[= ](\d+)", options)
+    url = f"http://localhost:{port.group(1) if port else 8888}/lab"
+    browser = not re.search(r"--no-browser|open_browser=False", options)
+    how = ("; your browser opens it in a few seconds (if not, open the link with its token printed below)" if browser
+           else ": open the link with its token, printed below in a few seconds, in your browser")
+    return f"Starting JupyterLab at {url} (or the next free port){how}. Stop it with Ctrl+C, twice."
 
 
 def cmd_release(args: argparse.Namespace) -> int:

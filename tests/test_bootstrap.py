@@ -1,0 +1,209 @@
+"""What a learner sees while `make lab` installs the course (utils/bootstrap.py): each step said, with its number,
+before it starts; pip's and uv's output as it comes (their bars in a terminal); a last line with each step's time and
+what comes next; and little on a second run. pip and uv are stood in for by fakes (written into tmp_path and put
+first on PYTHONPATH, so that `python -m pip` and `python -m uv` run them), which print what the real ones print."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from utils import bootstrap
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: `python -m pip`: `config list` says nothing after a pause (so a step line not flushed at once shows late); `install`
+#: says what pip says installing uv, or finding it installed.
+FAKE_PIP = '''
+import os, sys, time
+if sys.argv[1] == "config":
+    time.sleep(1.5)
+elif os.environ["FAKE_RUN"] == "second":
+    print("Requirement already satisfied: uv<1,>=0.5 in /x/site-packages (0.13.9)")
+else:
+    print("Collecting uv<1,>=0.5")
+    print("  Downloading uv-0.13.9-py3-none-manylinux_2_17_x86_64.whl (18.0 MB)")
+    print("Successfully installed uv-0.13.9")
+'''
+#: `python -m uv pip install …`: a first run (a pause between two lines, a bar redrawn after \\r, the list of what it
+#: added), or a second one; each says whether it was given a terminal.
+FAKE_UV = '''
+import os, sys, time
+tty = sys.stdout.isatty()
+if os.environ["FAKE_RUN"] == "second":
+    print(" ~ attention-course==0.1.0 (from file:///course)")
+    print(f"Audited 157 packages in 20ms (a terminal: {tty})")
+    sys.exit()
+print("Resolved 157 packages in 1.02s", flush=True)
+time.sleep(1.5)
+print("Downloading torch (12.5MiB)")
+for done in range(4):
+    print(f"\\r[{'#' * done:3}] {done}/3", end="", flush=True)
+print(f"\\nPrepared 3 packages in 1.50s (a terminal: {tty})")
+print(" + numpy==2.4.6")
+print(" + torch==2.13.0+cpu")
+'''
+
+
+@pytest.fixture
+def fakes(tmp_path):
+    """The environment that makes `python -m pip` and `python -m uv` the fakes; PYTHONUNBUFFERED left out, as a
+    learner's shell has it (with it, Python would flush every line, and an unflushed step line would go unseen)."""
+    for name, text in (("pip", FAKE_PIP), ("uv", FAKE_UV)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").touch()  # a package, not a namespace one: ahead of the real one, then
+        (tmp_path / name / "__main__.py").write_text(text)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONUNBUFFERED", "ATTN_INSTALLER")}
+    return {**env, "PYTHONPATH": str(tmp_path)}
+
+
+def timed_lines(cmd: list[str], env: dict[str, str]) -> list[tuple[float, str]]:
+    """Run a command with its output piped (as make's is, to a log); each line with the second it arrived."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    started, lines = time.monotonic(), []
+    for line in proc.stdout:
+        lines.append((time.monotonic() - started, line.rstrip("\n")))
+    assert proc.wait(timeout=60) == 0, "\n".join(text for _, text in lines)
+    return lines
+
+
+BOOTSTRAP = [sys.executable, "-m", "utils.bootstrap", "--extras", "lab,dev", "--then", "starting JupyterLab"]
+
+
+def test_each_step_is_said_before_it_starts_and_the_installers_output_comes_as_printed(fakes):
+    """A first install, its output sent to a pipe: the step lines in order, each arriving while its step still runs
+    (the fakes pause; Python would hold unflushed lines back till it exits), uv's lines as uv prints them, uv's list
+    of packages left out, and a last line with each step's time, the MB downloaded and what comes next."""
+    lines = timed_lines(BOOTSTRAP, {**fakes, "FAKE_RUN": "first"})
+    texts = [text for _, text in lines]
+    steps = [text for text in texts if re.match(r"\[\d/\d\] ", text)]
+    assert steps == [
+        f"[1/2] PyTorch {bootstrap.torch_version()} is installed and supported: kept",
+        "[2/2] Installing the course and its tools (lab,dev): about 150 packages, by uv, which pip installs first …",
+    ], texts
+    assert texts.index(steps[1]) < texts.index("Collecting uv<1,>=0.5") < texts.index("Resolved 157 packages in 1.02s")
+
+    def gap_after(text: str) -> float:
+        at = texts.index(text)
+        return lines[at + 1][0] - lines[at][0]
+
+    assert gap_after(steps[1]) > 0.75, "the course's step line came only with what followed it: not flushed"
+    assert gap_after("Resolved 157 packages in 1.02s") > 0.75, "uv's line came only with what followed it"
+    assert "Prepared 3 packages in 1.50s (a terminal: False)" in texts, texts
+    assert not [text for text in texts if text.startswith(" + ")], "uv's list of packages is left out"
+    assert "the course and its tools (lab,dev), installed by uv: 31 MB downloaded" in texts, texts  # 18 MB + 12.5 MiB
+    assert re.fullmatch(r"Installed into \S+ in \d+ s \(PyTorch \d+ s, the course ([3-9]|\d\d+) s\); downloaded in all: "
+                        r"31 MB\. Next: starting JupyterLab …", texts[-1]), texts[-1]
+
+
+def test_a_second_run_is_short(fakes):
+    """Everything installed: the two step lines, uv's one line, the result and the last line; none of pip's
+    "Requirement already satisfied" lines, nor uv's line for the course it reinstalls."""
+    texts = [text for _, text in timed_lines(BOOTSTRAP, {**fakes, "FAKE_RUN": "second"})]
+    assert len(texts) == 6, texts
+    assert texts[2] == "Audited 157 packages in 20ms (a terminal: False)", texts
+    assert not [text for text in texts if "already satisfied" in text or "attention-course==" in text], texts
+
+
+@pytest.mark.skipif(os.name != "posix", reason="a pseudo-terminal: Linux and macOS")
+def test_in_a_terminal_the_installers_get_one_and_their_noise_still_goes(fakes):
+    """Where the bootstrap prints to a terminal, pip and uv are given one (so they draw their progress bars), and
+    their lines, which a terminal ends with \\r\\n, are still sifted."""
+    import pty
+
+    source, terminal = pty.openpty()
+    proc = subprocess.Popen(BOOTSTRAP, cwd=ROOT, env={**fakes, "FAKE_RUN": "second"}, stdin=subprocess.DEVNULL,
+                            stdout=terminal, stderr=terminal)
+    os.close(terminal)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(source, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(source)
+    assert proc.wait(timeout=60) == 0, seen
+    text = seen.decode()
+    assert "Audited 157 packages in 20ms (a terminal: True)" in text, text
+    assert "already satisfied" not in text and "attention-course==" not in text, text
+
+
+def test_the_relay_shows_a_redrawn_bar_at_once_and_keeps_what_a_terminal_shows(capsys):
+    """A bar redrawn after \\r is passed on before its line ends (else it would show only when finished), and what is
+    kept for the MB count reads as the terminal shows it: colours out, each line as last redrawn."""
+    relay = bootstrap._Relay()
+    relay.feed("Requirement already satisfied: uv\r\n\x1b[1mDownloading\x1b[0m x (2.0 MB)\r\n\r[#  ] 1/3")
+    assert capsys.readouterr().out == "\x1b[1mDownloading\x1b[0m x (2.0 MB)\n\r[#  ] 1/3"
+    relay.feed("\r[###] 3/3\r\n")
+    assert capsys.readouterr().out == "\r[###] 3/3\n"
+    assert relay.text().splitlines()[1:] == ["Downloading x (2.0 MB)", "[###] 3/3"]
+
+
+def test_the_steps_count_on_from_the_environments_and_time_each(monkeypatch, capsys):
+    """make runs the bootstrap with the Python it finds; that one makes .venv (step 1), and the venv's Python goes on
+    from step 2 with step 1's time, for the last line."""
+    steps = bootstrap.Steps(3, done=[("environment", 3.2)])
+    steps.start("PyTorch", "Installing PyTorch")
+    steps.start("the course", "PyTorch 2.13.0 is installed and supported: kept")
+    assert capsys.readouterr().out == "[2/3] Installing PyTorch …\n[3/3] PyTorch 2.13.0 is installed and supported: kept\n"
+    assert re.fullmatch(r"3 s \(environment 3 s, PyTorch 0 s, the course 0 s\)", steps.took()), steps.took()
+
+
+def test_make_venv_then_hands_over_to_its_python(monkeypatch, tmp_path, capsys):
+    """--venv DIR: the environment is made (step 1 of 3, said first), then its Python installs the rest, told what
+    comes next and how long step 1 took."""
+    runs = []
+
+    def run(cmd, **kw):
+        runs.append(list(cmd))
+        if cmd[1:3] == ["-m", "venv"]:
+            python = Path(bootstrap.venv_python(cmd[3]))
+            python.parent.mkdir(parents=True)
+            python.touch()
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(bootstrap.subprocess, "run", run)
+    venv = str(tmp_path / "venv")
+    assert bootstrap.main(["--venv", venv, "--then", "starting JupyterLab"]) == 0
+    assert capsys.readouterr().out == f"[1/3] Making a Python environment in {venv}/ (a few seconds) …\n"
+    assert runs[0] == [sys.executable, "-m", "venv", venv]
+    handover = runs[1]
+    assert handover[:3] == [bootstrap.venv_python(venv), "-m", "utils.bootstrap"], handover
+    assert handover[handover.index("--then") + 1] == "starting JupyterLab"
+    assert [arg for arg in handover if re.fullmatch(r"--done=environment=\d+\.\d\d", arg)], handover
+
+    assert bootstrap.main(["--venv", venv]) == 0  # made already: said, and kept
+    assert capsys.readouterr().out == f"[1/3] The Python environment {venv}/ is there: kept\n"
+
+
+def test_attn_lab_says_where_it_opens_and_how_to_stop_it():
+    from utils.cli import lab_banner
+
+    assert lab_banner([]).startswith("Starting JupyterLab at http://localhost:8888/lab (or the next free port); your "
+                                     "browser opens it")
+    banner = lab_banner(["--no-browser", "--port", "8899"])
+    assert "http://localhost:8899/lab" in banner and "open the link with its token" in banner
+    assert "http://localhost:9000/lab" in lab_banner(["--ServerApp.port=9000"])
+    assert banner.endswith("Stop it with Ctrl+C, twice.")
+
+
+def test_make_lab_once_installed_says_one_line_before_jupyterlab():
+    """A second `make lab`: no install, no command echoed by make: attn lab's one line, then JupyterLab's (here
+    `jupyter lab --version`, which prints its version and exits)."""
+    if subprocess.run(["make", "-q", "install"], cwd=ROOT).returncode != 0:
+        pytest.skip("the environment is older than pyproject.toml: `make lab` would install first")
+    proc = subprocess.run(["make", "--no-print-directory", "lab", "LAB_ARGS=--version"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("Starting JupyterLab at http://localhost:8888/lab"), lines
+    assert re.fullmatch(r"\d+\.\d+\.\d+", lines[1]), lines
