@@ -19,7 +19,7 @@ from utils import bootstrap
 ROOT = Path(__file__).resolve().parent.parent
 
 #: `python -m pip`: `config list` says nothing after a pause (so a step line not flushed at once shows late); `install`
-#: says what pip says installing uv, or finding it installed.
+#: says what pip says installing uv (with a warning about a machine's pip settings), or finding it installed.
 FAKE_PIP = '''
 import os, sys, time
 if sys.argv[1] == "config":
@@ -27,6 +27,7 @@ if sys.argv[1] == "config":
 elif os.environ["FAKE_RUN"] == "second":
     print("Requirement already satisfied: uv<1,>=0.5 in /x/site-packages (0.13.9)")
 else:
+    print("WARNING: Location 'file:///opt/pypi/simple/uv/' is ignored: it is neither a file nor a directory.")
     print("Collecting uv<1,>=0.5")
     print("  Downloading uv-0.13.9-py3-none-manylinux_2_17_x86_64.whl (18.0 MB)")
     print("Successfully installed uv-0.13.9")
@@ -96,10 +97,10 @@ def test_each_step_is_said_before_it_starts_and_the_installers_output_comes_as_p
     assert gap_after(steps[1]) > 0.75, "the course's step line came only with what followed it: not flushed"
     assert gap_after("Resolved 157 packages in 1.02s") > 0.75, "uv's line came only with what followed it"
     assert "Prepared 3 packages in 1.50s (a terminal: False)" in texts, texts
-    assert not [text for text in texts if text.startswith(" + ")], "uv's list of packages is left out"
+    assert not [text for text in texts if text.startswith(" + ") or "is ignored" in text], "noise left out"
     assert "the course and its tools (lab,dev), installed by uv: 31 MB downloaded" in texts, texts  # 18 MB + 12.5 MiB
-    assert re.fullmatch(r"Installed into \S+ in \d+ s \(PyTorch \d+ s, the course ([3-9]|\d\d+) s\); downloaded in all: "
-                        r"31 MB\. Next: starting JupyterLab …", texts[-1]), texts[-1]
+    assert re.fullmatch(r"Installed into \S+ in \d+ s \(PyTorch \d+ s, the course ([3-9]|\d\d+) s\); "
+                        r"downloaded in all: 31 MB\. Next: starting JupyterLab …", texts[-1]), texts[-1]
 
 
 def test_a_second_run_is_short(fakes):
@@ -148,13 +149,38 @@ def test_the_relay_shows_a_redrawn_bar_at_once_and_keeps_what_a_terminal_shows(c
     assert relay.text().splitlines()[1:] == ["Downloading x (2.0 MB)", "[###] 3/3"]
 
 
+def test_a_silent_installer_is_said_to_be_still_at_work(monkeypatch, capsys):
+    """pip unpacking PyTorch and uv compiling bytecode print nothing for half a minute on a busy machine: after
+    QUIET_S seconds of silence, and every QUIET_S seconds after, a line says the installer is still at work, and at
+    what where its last line tells."""
+    monkeypatch.setattr(bootstrap, "QUIET_S", 0.5)
+    script = ("import time; print('Installed 147 packages in 5.66s', flush=True); time.sleep(1.7); "
+              "print('Bytecode compiled')")
+    code, text = bootstrap.run_shown([sys.executable, "-c", script])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 0 and lines[0] == "Installed 147 packages in 5.66s" and lines[-1] == "Bytecode compiled", lines
+    nudges = lines[1:-1]
+    assert 2 <= len(nudges) <= 4, lines
+    for nudge in nudges:
+        assert re.fullmatch(r"  … still at work \(\d s since its last line\): uv is compiling their Python files, so "
+                            r"that they start faster", nudge), lines
+    assert text.splitlines() == ["Installed 147 packages in 5.66s", "Bytecode compiled"], "the nudges are not kept"
+
+    relay = bootstrap._Relay()  # mid-bar, a nudge starts a line of its own; with no telling last line, says no more
+    relay.feed("\r[#  ] 1/3")
+    relay.quiet_since = relay.nudged = time.monotonic() - 0.6
+    relay.nudge()
+    assert capsys.readouterr().out == "\r[#  ] 1/3\n  … still at work (1 s since its last line)\n"
+
+
 def test_the_steps_count_on_from_the_environments_and_time_each(monkeypatch, capsys):
     """make runs the bootstrap with the Python it finds; that one makes .venv (step 1), and the venv's Python goes on
     from step 2 with step 1's time, for the last line."""
     steps = bootstrap.Steps(3, done=[("environment", 3.2)])
     steps.start("PyTorch", "Installing PyTorch")
     steps.start("the course", "PyTorch 2.13.0 is installed and supported: kept")
-    assert capsys.readouterr().out == "[2/3] Installing PyTorch …\n[3/3] PyTorch 2.13.0 is installed and supported: kept\n"
+    assert capsys.readouterr().out == ("[2/3] Installing PyTorch …\n"
+                                       "[3/3] PyTorch 2.13.0 is installed and supported: kept\n")
     assert re.fullmatch(r"3 s \(environment 3 s, PyTorch 0 s, the course 0 s\)", steps.took()), steps.took()
 
 

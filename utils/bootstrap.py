@@ -44,6 +44,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
 from collections.abc import Sequence
 
@@ -111,11 +112,18 @@ def say(text: str) -> None:
     print(text, flush=True)
 
 
-#: Lines of an installer's that tell a learner nothing: pip's warnings about a machine's find-links, its "already
-#: satisfied" lines (one a package on a second run) and uv's list of every package it added, replaced or removed (it
-#: says how many).
-_NOISE = re.compile(r"is ignored: it is either|^Requirement already satisfied|^ [+~-] [\w.-]+==")
+#: Lines of an installer's that tell a learner nothing: pip's warnings about a machine's find-links ("Location … is
+#: ignored"), its "already satisfied" lines (one a package on a second run) and uv's list of every package it added,
+#: replaced or removed (it says how many).
+_NOISE = re.compile(r"^WARNING: Location .* is ignored|^Requirement already satisfied|^ [+~-] [\w.-]+==")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+#: After this many seconds without a line from an installer, a line says it is still at work (pip unpacking PyTorch,
+#: uv compiling 7,000 files to bytecode: 35 s each on a busy 2-core machine, with no bar of their own).
+QUIET_S = 10.0
+#: What an installer is doing while silent, by its last line.
+_BUSY = [(re.compile(r"^Installing collected packages|^ *Successfully uninstalled"),
+          "pip is unpacking and installing them"),
+         (re.compile(r"^Installed \d+ packages?"), "uv is compiling their Python files, so that they start faster")]
 
 
 def _plain(raw: str) -> str:
@@ -125,23 +133,46 @@ def _plain(raw: str) -> str:
 
 
 class _Relay:
-    """Pass an installer's output on as it comes, less its _NOISE lines; keep all of it, as text, for what it says."""
+    """Pass an installer's output on as it comes, less its _NOISE lines; keep all of it, as text, for what it says;
+    and, called every second or so (nudge), say when it has been silent for QUIET_S seconds."""
 
     def __init__(self) -> None:
         self.seen: list[str] = []
         self.pending = ""
+        self.lock = threading.Lock()
+        self.quiet_since = self.nudged = time.monotonic()
+        self.last_line, self.mid_line = "", False
 
     def feed(self, text: str) -> None:
-        self.seen.append(text)
-        text = (self.pending + text).replace("\r\n", "\n")  # a terminal's line ends
-        *lines, self.pending = text.split("\n")
-        shown = [line + "\n" for line in lines if not _NOISE.search(_plain(line))]
-        if "\r" in self.pending or "\x1b" in self.pending:  # a progress bar being redrawn: shown now, not at its end
-            shown.append(self.pending)
-            self.pending = ""
-        if shown:
-            sys.stdout.write("".join(shown))
+        with self.lock:
+            self.seen.append(text)
+            self.quiet_since = self.nudged = time.monotonic()
+            text = (self.pending + text).replace("\r\n", "\n")  # a terminal's line ends
+            *lines, self.pending = text.split("\n")
+            self.last_line = next((_plain(line) for line in reversed(lines) if _plain(line)), self.last_line)
+            shown = [line + "\n" for line in lines if not _NOISE.search(_plain(line))]
+            if "\r" in self.pending or "\x1b" in self.pending:  # a bar being redrawn: shown now, not at its end
+                shown.append(self.pending)
+                self.pending = ""
+            self._write("".join(shown))
+
+    def nudge(self) -> None:
+        """After QUIET_S seconds without a line, and every QUIET_S seconds after: "… still at work (20 s since its
+        last line): uv is compiling …", so that a silent installer is not taken for a hung one."""
+        with self.lock:
+            now = time.monotonic()
+            if now - self.nudged < QUIET_S:
+                return
+            self.nudged = now
+            doing = next((f": {what}" for pattern, what in _BUSY if pattern.search(self.last_line)), "")
+            fresh_line = "\n" if self.mid_line else ""
+            self._write(f"{fresh_line}  … still at work ({now - self.quiet_since:.0f} s since its last line){doing}\n")
+
+    def _write(self, text: str) -> None:
+        if text:
+            sys.stdout.write(text)
             sys.stdout.flush()
+            self.mid_line = not text.endswith("\n")
 
     def text(self) -> str:
         self.feed("\n" if self.pending else "")
@@ -164,6 +195,9 @@ def run_shown(cmd: Sequence[str], env: dict[str, str] | None = None) -> tuple[in
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 env=env)
         source = proc.stdout.fileno()
+    done = threading.Event()
+    watch = threading.Thread(target=_watch, args=(relay, done), daemon=True)
+    watch.start()
     while True:
         try:
             chunk = os.read(source, 65536)
@@ -173,9 +207,17 @@ def run_shown(cmd: Sequence[str], env: dict[str, str] | None = None) -> tuple[in
             break
         relay.feed(decode(chunk))
     proc.wait()
+    done.set()
+    watch.join()
     if proc.stdout is None:
         os.close(source)
     return proc.returncode, relay.text()
+
+
+def _watch(relay: _Relay, done: threading.Event) -> None:
+    """Nudge the relay every second (or more often, should QUIET_S be shorter) until the installer is done."""
+    while not done.wait(min(1.0, QUIET_S / 2)):
+        relay.nudge()
 
 
 def _same_size(terminal: int) -> None:
