@@ -139,14 +139,20 @@ def test_in_a_terminal_the_installers_get_one_and_their_noise_still_goes(fakes):
 
 
 def test_the_relay_shows_a_redrawn_bar_at_once_and_keeps_what_a_terminal_shows(capsys):
-    """A bar redrawn after \\r is passed on before its line ends (else it would show only when finished), and what is
-    kept for the MB count reads as the terminal shows it: colours out, each line as last redrawn."""
+    """A line's start that waits 0.1 s for its end (a bar redrawn after \\r) is shown then, not once the bar is done;
+    one written in pieces within 0.1 s (uv colours a line piece by piece) is judged whole, its noise left out; and what
+    is kept for the MB count reads as the terminal shows it: colours out, each line as last redrawn."""
     relay = bootstrap._Relay()
-    relay.feed("Requirement already satisfied: uv\r\n\x1b[1mDownloading\x1b[0m x (2.0 MB)\r\n\r[#  ] 1/3")
-    assert capsys.readouterr().out == "\x1b[1mDownloading\x1b[0m x (2.0 MB)\n\r[#  ] 1/3"
+    relay.feed("Requirement already satisfied: uv\r\n\x1b[1mDownloading\x1b[0m x (2.0 MB)\r\n \x1b[32m+\x1b[39m ")
+    relay.feed("numpy==2.4.6\r\n\r[#  ] 1/3")
+    relay.tick()
+    assert capsys.readouterr().out == "\x1b[1mDownloading\x1b[0m x (2.0 MB)\n", "the bar waits 0.1 s for more"
+    relay.pending_since -= 0.1
+    relay.tick()
+    assert capsys.readouterr().out == "\r[#  ] 1/3"
     relay.feed("\r[###] 3/3\r\n")
     assert capsys.readouterr().out == "\r[###] 3/3\n"
-    assert relay.text().splitlines()[1:] == ["Downloading x (2.0 MB)", "[###] 3/3"]
+    assert relay.text().splitlines()[1:] == ["Downloading x (2.0 MB)", " + numpy==2.4.6", "[###] 3/3"]
 
 
 def test_a_silent_installer_is_said_to_be_still_at_work(monkeypatch, capsys):
@@ -168,8 +174,8 @@ def test_a_silent_installer_is_said_to_be_still_at_work(monkeypatch, capsys):
 
     relay = bootstrap._Relay()  # mid-bar, a nudge starts a line of its own; with no telling last line, says no more
     relay.feed("\r[#  ] 1/3")
-    relay.quiet_since = relay.nudged = time.monotonic() - 0.6
-    relay.nudge()
+    relay.quiet_since = relay.nudged = relay.pending_since = time.monotonic() - 0.6
+    relay.tick()
     assert capsys.readouterr().out == "\r[#  ] 1/3\n  … still at work (1 s since its last line)\n"
 
 

@@ -133,40 +133,46 @@ def _plain(raw: str) -> str:
 
 
 class _Relay:
-    """Pass an installer's output on as it comes, less its _NOISE lines; keep all of it, as text, for what it says;
-    and, called every second or so (nudge), say when it has been silent for QUIET_S seconds."""
+    """Pass an installer's output on as it comes, less its _NOISE lines; keep all of it, as text, for what it says.
+    Called every 50 ms (tick), it shows a line's start that has waited 0.1 s for its end (a progress bar being redrawn
+    after \\r: shown as it is drawn, not once finished), and says when the installer has been silent for QUIET_S s.
+    A line's parts written within 0.1 s (uv writes a coloured line in several pieces) are judged as one line."""
 
     def __init__(self) -> None:
         self.seen: list[str] = []
         self.pending = ""
         self.lock = threading.Lock()
-        self.quiet_since = self.nudged = time.monotonic()
+        self.quiet_since = self.nudged = self.pending_since = time.monotonic()
         self.last_line, self.mid_line = "", False
 
     def feed(self, text: str) -> None:
         with self.lock:
             self.seen.append(text)
             self.quiet_since = self.nudged = time.monotonic()
+            if not self.pending:
+                self.pending_since = self.quiet_since
             text = (self.pending + text).replace("\r\n", "\n")  # a terminal's line ends
             *lines, self.pending = text.split("\n")
+            if lines:
+                self.pending_since = self.quiet_since
             self.last_line = next((_plain(line) for line in reversed(lines) if _plain(line)), self.last_line)
-            shown = [line + "\n" for line in lines if not _NOISE.search(_plain(line))]
-            if "\r" in self.pending or "\x1b" in self.pending:  # a bar being redrawn: shown now, not at its end
-                shown.append(self.pending)
-                self.pending = ""
-            self._write("".join(shown))
+            self._write("".join(line + "\n" for line in lines if not _NOISE.search(_plain(line))))
 
-    def nudge(self) -> None:
-        """After QUIET_S seconds without a line, and every QUIET_S seconds after: "… still at work (20 s since its
-        last line): uv is compiling …", so that a silent installer is not taken for a hung one."""
+    def tick(self) -> None:
         with self.lock:
             now = time.monotonic()
-            if now - self.nudged < QUIET_S:
-                return
-            self.nudged = now
-            doing = next((f": {what}" for pattern, what in _BUSY if pattern.search(self.last_line)), "")
-            fresh_line = "\n" if self.mid_line else ""
-            self._write(f"{fresh_line}  … still at work ({now - self.quiet_since:.0f} s since its last line){doing}\n")
+            if self.pending and now - self.pending_since >= 0.1:
+                self._write(self.pending)
+                self.pending = ""
+            if now - self.nudged >= QUIET_S:
+                self.nudged = now
+                self._nudge(now)
+
+    def _nudge(self, now: float) -> None:
+        """Say "… still at work (20 s since its last line): uv is compiling …": a silent installer is not hung."""
+        doing = next((f": {what}" for pattern, what in _BUSY if pattern.search(self.last_line)), "")
+        fresh_line = "\n" if self.mid_line else ""
+        self._write(f"{fresh_line}  … still at work ({now - self.quiet_since:.0f} s since its last line){doing}\n")
 
     def _write(self, text: str) -> None:
         if text:
@@ -215,9 +221,9 @@ def run_shown(cmd: Sequence[str], env: dict[str, str] | None = None) -> tuple[in
 
 
 def _watch(relay: _Relay, done: threading.Event) -> None:
-    """Nudge the relay every second (or more often, should QUIET_S be shorter) until the installer is done."""
-    while not done.wait(min(1.0, QUIET_S / 2)):
-        relay.nudge()
+    """Tick the relay every 50 ms until the installer is done."""
+    while not done.wait(0.05):
+        relay.tick()
 
 
 def _same_size(terminal: int) -> None:
