@@ -79,7 +79,8 @@ def write(nb: NotebookNode, path: Path) -> None:
 
 
 def clean(nb: NotebookNode) -> NotebookNode:
-    """Keep only kernelspec/language_info and nbgrader/tags metadata; number executed cells 1, 2, 3, ..."""
+    """Keep only kernelspec/language_info and nbgrader/tags metadata, and of an output's only a figure's alt text
+    (utils.viz.show); number executed cells 1, 2, 3, ..."""
     nb.metadata = NotebookNode({k: nb.metadata[k] for k in ("kernelspec", "language_info") if k in nb.metadata})
     count = 0
     for cell in nb.cells:
@@ -91,8 +92,9 @@ def clean(nb: NotebookNode) -> NotebookNode:
                 for out in cell.outputs:
                     if "execution_count" in out:
                         out.execution_count = count
-                    if "metadata" in out:  # matplotlib puts figure sizes here; nothing to keep
-                        out.metadata = NotebookNode({})
+                    if "metadata" in out:  # matplotlib puts figure sizes here: dropped; a figure's alt text kept
+                        out.metadata = NotebookNode({mime: {"alt": meta["alt"]} for mime, meta in out.metadata.items()
+                                                     if isinstance(meta, dict) and meta.get("alt")})
     return nb
 
 
