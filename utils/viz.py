@@ -1,15 +1,26 @@
-"""Plots the notebooks share: attention heatmaps and simple line plots, all via seaborn/matplotlib."""
+"""Plots the notebooks share: attention heatmaps and simple line plots, all via seaborn/matplotlib, and the way a
+figure is shown: with alt text that says what it shows, for readers who cannot see it."""
 
 from __future__ import annotations
 
+import ast
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import matplotlib.pyplot as plt
 import seaborn as sns
 import torch
+from cycler import cycler
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+
+#: The colours of the course's lines and bars, in order (C0, C1, ... in a plot call): Okabe & Ito's palette for colour
+#: universal design (2008; Wong, Nature Methods 8:441, 2011), blue, orange, bluish green, vermillion, reddish purple,
+#: sky blue, black, yellow. Every pair stays apart under protanopia and deuteranopia (tests/test_figures.py measures
+#: it); matplotlib's default, tab10, puts its orange and green 1.3 CIEDE2000 apart for a protanope.
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#F0E442")
+plt.rcParams["axes.prop_cycle"] = cycler(color=PALETTE)  # every notebook imports this module in its setup cell
 
 
 def heatmap(
@@ -102,25 +113,52 @@ def alignment_heatmaps(
     return fig
 
 
-def explore(draw: Callable[..., Figure], **controls: Any) -> None:
+def _alt_metadata(alt: str) -> dict[str, dict[str, str]]:
+    """The output metadata that carries a figure's alt text: {"image/png": {"alt": ...}}, the key nbconvert's HTML
+    export and the Jupyter alt-text proposal (jupyter/enhancement-proposals#120) read."""
+    if not isinstance(alt, str) or not alt.strip():
+        raise ValueError("a figure needs alt text: say in a sentence or two what it shows and what a reader should "
+                         "see in it (axes, what is plotted, the pattern that matters), e.g. "
+                         "show(alt=\"Heatmap of the attention weights, queries as rows and keys as columns: ...\")")
+    return {"image/png": {"alt": alt.strip()}}
+
+
+def show(alt: str, fig: Figure | None = None) -> None:
+    """Show `fig` (default: the current figure) as `plt.show()` would inline, with `alt` in the output's metadata so
+    that a screen reader, the exported HTML and the course site can say what the figure shows; then close it."""
+    from IPython.display import display
+
+    metadata = _alt_metadata(alt)
+    if fig is None:
+        if not plt.get_fignums():
+            raise ValueError("show(alt=...) found no figure to show: draw one first (plt.subplots, heatmap, ...)")
+        fig = plt.gcf()
+    display(fig, metadata=metadata)
+    plt.close(fig)
+
+
+def explore(draw: Callable[..., Figure], *, alt: str, **controls: Any) -> None:
     """Show `draw(**values)` as an ordinary figure, then the controls; moving one redraws the figure in place.
 
     `draw` returns a matplotlib Figure for the controls' current values; `controls` are ipywidgets (sliders,
-    dropdowns) named like `draw`'s parameters. Without a live JupyterLab (nbval, grading, a static viewer) the
-    figure at the starting values is what shows, so the notebook's output does not depend on a widget manager.
+    dropdowns) named like `draw`'s parameters; `alt` says what the figure shows, whatever the controls' values (every
+    redraw carries it). Without a live JupyterLab (nbval, grading, a static viewer) the figure at the starting
+    values is what shows, so the notebook's output does not depend on a widget manager.
     """
     from IPython.display import display
+
+    metadata = _alt_metadata(alt)
 
     def current() -> dict[str, Any]:
         return {name: widget.value for name, widget in controls.items()}
 
     fig = draw(**current())
-    handle = display(fig, display_id=True)
+    handle = display(fig, display_id=True, metadata=metadata)
     plt.close(fig)
 
     def redraw(_change: Any = None) -> None:
         new = draw(**current())
-        handle.update(new)
+        handle.update(new, metadata=metadata)
         plt.close(new)
 
     for widget in controls.values():
@@ -128,3 +166,33 @@ def explore(draw: Callable[..., Figure], **controls: Any) -> None:
     import ipywidgets
 
     display(ipywidgets.HBox(list(controls.values())))
+
+
+_SHOWS = ("show", "explore")
+_MAGIC = re.compile(r"^\s*[%!]", re.MULTILINE)
+
+
+def figure_alts(source: str) -> list[str]:
+    """The alt texts of a code cell's figures, in the order they appear: the `alt=` string of each `show(...)`,
+    `viz.show(...)`, `explore(...)` or `viz.explore(...)` call. Read from the syntax tree, not the running
+    notebook, so that the site can put each stored figure's alt text in the language of the copy it renders.
+    A ValueError when an alt is not a string literal (then no copy of the cell can know its words)."""
+    tree = ast.parse(_MAGIC.sub("#", source))  # a line magic (%time, !pip) is no Python: blank it
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and _is_show(node.func)]
+    alts = []
+    for call in sorted(calls, key=lambda c: (c.lineno, c.col_offset)):
+        value = next((k.value for k in call.keywords if k.arg == "alt"), None)
+        if value is None:
+            continue
+        if not (isinstance(value, ast.Constant) and isinstance(value.value, str)):
+            raise ValueError(f"line {call.lineno}: alt= must be a string literal (the translations and the site read "
+                             f"it from the source), got {ast.unparse(value)[:60]}")
+        alts.append(value.value)
+    return alts
+
+
+def _is_show(func: ast.expr) -> bool:
+    if isinstance(func, ast.Name):
+        return func.id in _SHOWS
+    return isinstance(func, ast.Attribute) and func.attr in _SHOWS and isinstance(func.value, ast.Name) \
+        and func.value.id == "viz"
