@@ -33,6 +33,7 @@ def test_readme_and_the_course_contract_show_the_registrys_tables():
     """README's course table and docs/COURSE.md's points are written by `attn docs` from utils/course.py."""
     assert docs.sync_docs(nbs.ROOT, write=False) == [], "run `attn docs` after changing utils/course.py"
     assert docs.sync_notebooks(write=False) == [], "run `attn docs`: the Colab badges and set-up are not current"
+    assert docs.sync_picture(nbs.ROOT, write=False) == [], "run `attn docs`: README's picture or its alt is not current"
     readme = (nbs.ROOT / "README.md").read_text()
     rows = {line.split("|")[1].strip(): line for line in readme.splitlines() if re.match(r"\| \d\d \|", line)}
     assert sorted(rows) == [a[:2] for a in ASSIGNMENTS], "README's course map must list exactly the notebooks there are"

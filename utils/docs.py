@@ -9,6 +9,7 @@ student copies.
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
@@ -84,7 +85,8 @@ PICTURE = ("08_transformer_translator", "heatmaps", "docs/images/translator-atte
 
 
 def sync_picture(root, *, write: bool) -> list[str]:
-    """README's picture, if it differs from the figure stored in its notebook; with `write`, copy it."""
+    """README's picture and its alt text, where they differ from the figure stored in its notebook and that figure's
+    alt text (utils.viz.show); with `write`, copy them."""
     import base64
 
     from . import i18n
@@ -94,13 +96,27 @@ def sync_picture(root, *, write: bool) -> list[str]:
     pngs = [o.data["image/png"] for c in cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
     if len(pngs) != 1:
         raise ValueError(f"{assignment}: cell {key!r} must store exactly one figure for README's picture")
+    from .viz import figure_alts
+
+    stale = []
     png, path = base64.b64decode(pngs[0]), Path(root) / name
-    if path.exists() and path.read_bytes() == png:
-        return []
-    if write:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(png)
-    return [name]
+    if not (path.exists() and path.read_bytes() == png):
+        stale.append(name)
+        if write:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(png)
+    # README's <img> says what the picture shows in the words of the notebook's own alt text.
+    readme = Path(root) / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    alt = html.escape(figure_alts(cells[0].source)[0], quote=True)
+    fresh, n = re.subn(rf'(<img src="{re.escape(name)}"[^>]*?\balt=")[^"]*(")', lambda m: m[1] + alt + m[2], text)
+    if n != 1:
+        raise ValueError(f"README.md must show {name} in one <img> with an alt attribute")
+    if fresh != text:
+        stale.append("README.md")
+        if write:
+            readme.write_text(fresh, encoding="utf-8")
+    return stale
 
 
 _COLAB_BLOCK = re.compile(r"^import importlib\.util, os, subprocess, sys\n.*?^    sys\.path\.insert\(0, course\)\n\n?",
