@@ -7,7 +7,7 @@ JOBS   ?= 2
 # Extra options for JupyterLab, e.g. make lab LAB_ARGS="--no-browser --port=8889"
 LAB_ARGS ?=
 
-.PHONY: install lab test test-fast bench release references execute clean
+.PHONY: install lab test test-fast bench release references execute site clean
 
 # The environment, PyTorch (a CPU build where PyPI's would bring CUDA libraries), then the course: utils/bootstrap.py,
 # which says each step before it starts and, in its last line, what each took and what comes next (THEN_<goal>).
@@ -43,6 +43,10 @@ references: install
 
 execute: install
 	$(BIN)/attn execute
+
+# The course website in English and Chinese, into _site/ (from the notebooks' stored outputs: none is executed).
+site: install
+	$(BIN)/attn site
 
 # Only what make builds: never the gradebook, submissions or exchange (a class's work lives there).
 clean:

@@ -47,3 +47,19 @@ def test_the_workflow_runs_the_fast_tier_on_three_systems_and_two_pythons():
     assert re.search(r"os: \[ubuntu-latest, macos-latest, windows-latest\]", text)
     assert re.search(r'python: \["3\.10", "3\.13"\]', text)
     assert '-m "not slow"' in text and ".ci/run" in text
+
+
+def test_the_pages_workflow_builds_with_make_site_and_publishes_with_the_official_actions():
+    """A fork publishes the course site: `make site` builds _site/, GitHub's Pages actions upload and deploy it, and
+    only the deploying job may write to Pages."""
+    import yaml
+
+    text = (ROOT / ".github" / "workflows" / "pages.yml").read_text()
+    flow = yaml.safe_load(text)
+    build, deploy = flow["jobs"]["build"], flow["jobs"]["deploy"]
+    assert any(step.get("run") == "make site" for step in build["steps"])
+    upload = next(step for step in build["steps"] if step.get("uses", "").startswith("actions/upload-pages-artifact@"))
+    assert upload["with"]["path"] == "_site"
+    assert deploy["needs"] == "build" and deploy["permissions"] == {"pages": "write", "id-token": "write"}
+    assert any(step.get("uses", "").startswith("actions/deploy-pages@") for step in deploy["steps"])
+    assert flow["permissions"] == {"contents": "read"}, "the build job reads; only deploy writes"

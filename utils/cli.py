@@ -226,6 +226,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return run(args.assignments or nbs.assignments())
 
 
+def cmd_site(args: argparse.Namespace) -> int:
+    """Build the course website into _site/ (utils/site.py; `make site`)."""
+    from .site import main as site_main
+
+    return site_main(args.options)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attn", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -296,6 +303,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="instead, time `attn autograde` on classes of 40 submissions of 02 and 20 of 08")
     p.add_argument("--jobs", "-j", type=int, default=2, help="with --autograde: processes grading at once")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("site", help="build the course website (English and Chinese) into _site/ (what `make site` runs)")
+    p.add_argument("options", nargs=argparse.REMAINDER, help="utils/site.py's: --out DIR, --lang en|zh|all")
+    p.set_defaults(func=cmd_site)
 
     from .translator.cli import add_parsers
 
