@@ -20,9 +20,10 @@ sys.path.insert(0, str(ROOT))
 from utils import course  # noqa: E402
 from utils import site as attn_site  # noqa: E402
 
+LANG = os.environ.get("ATTN_SITE_LANG", "en")
 project = "Attention, from intuition to a working translator"
-author = "the attention course"
-copyright = "the attention course's authors"  # noqa: A001 (Sphinx's name)
+author = {"zh": "注意力课程"}.get(LANG, "the attention course")
+copyright = {"zh": "注意力课程的作者们"}.get(LANG, "the attention course's authors")  # noqa: A001 (Sphinx's name)
 language = "en"  # -D language=zh for the Chinese site
 
 extensions = ["myst_nb", "sphinx.ext.mathjax"]
@@ -34,7 +35,7 @@ html_copy_source = False  # no _sources/: the page is the notebook, and only wha
 html_show_sourcelink = False
 html_show_sphinx = False
 html_last_updated_fmt = None
-html_title = {"zh": "注意力机制：从直觉到翻译器"}.get(os.environ.get("ATTN_SITE_LANG", "en"), project)
+html_title = {"zh": "注意力机制：从直觉到翻译器"}.get(LANG, project)
 suppress_warnings = ["myst.header"]  # a notebook's "### Exercise" under "## 3." is the notebooks' style
 
 # MyST and MyST-NB: notebooks are rendered from their stored outputs, never executed.
@@ -87,5 +88,5 @@ def _other_language(app, pagename, templatename, context, doctree):
 
 def setup(app):
     app.connect("html-page-context", _other_language)
-    if os.environ.get("ATTN_SITE_LANG") == "zh":
+    if LANG == "zh":
         app.add_js_file(None, body=ZH_STEMMER, priority=100)
