@@ -580,6 +580,8 @@ def main(argv: list[str] | None = None) -> int:
     pages = sum(1 for _ in args.out.rglob("*.html"))
     print(f"{pages} pages in {args.out}: {time.perf_counter() - start:.0f} s ({cpu_s:.0f} s of CPU; "
           + ", ".join(f"{k} {v:.0f} s" for k, v in times.items()) + ")")
+    # Over HTTP, not file://: a browser refuses MathJax's fonts to a page opened from a file.
+    print(f"to read it: {sys.executable} -m http.server -d {args.out} 8000, then open http://localhost:8000/")
     return 0
 
 
