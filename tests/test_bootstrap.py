@@ -32,8 +32,8 @@ else:
     print("  Downloading uv-0.13.9-py3-none-manylinux_2_17_x86_64.whl (18.0 MB)")
     print("Successfully installed uv-0.13.9")
 '''
-#: `python -m uv pip install …`: a first run (a pause between two lines, a bar redrawn after \\r, the list of what it
-#: added), or a second one; each says whether it was given a terminal.
+#: `python -m uv pip install …`: a first run (a pause between two lines, its download said, or in a terminal drawn as a
+#: bar redrawn after \\r; the list of what it added), or a second one; each says whether it was given a terminal.
 FAKE_UV = '''
 import os, sys, time
 tty = sys.stdout.isatty()
@@ -43,10 +43,13 @@ if os.environ["FAKE_RUN"] == "second":
     sys.exit()
 print("Resolved 157 packages in 1.02s", flush=True)
 time.sleep(1.5)
-print("Downloading torch (12.5MiB)")
-for done in range(4):
-    print(f"\\r[{'#' * done:3}] {done}/3", end="", flush=True)
-print(f"\\nPrepared 3 packages in 1.50s (a terminal: {tty})")
+if tty:  # a bar, redrawn
+    for got in (0.0, 6.0, 12.5):
+        print(f"\\rtorch      ━━━━━━━━━━━━━━━━━━━━ {got:.2f} MiB/12.50 MiB", end="", flush=True)
+    print()
+else:
+    print("Downloading torch (12.5MiB)")
+print(f"Prepared 3 packages in 1.50s (a terminal: {tty})")
 print(" + numpy==2.4.6")
 print(" + torch==2.13.0+cpu")
 '''
@@ -112,30 +115,38 @@ def test_a_second_run_is_short(fakes):
     assert not [text for text in texts if "already satisfied" in text or "attention-course==" in text], texts
 
 
-@pytest.mark.skipif(os.name != "posix", reason="a pseudo-terminal: Linux and macOS")
-def test_in_a_terminal_the_installers_get_one_and_their_noise_still_goes(fakes):
-    """Where the bootstrap prints to a terminal, pip and uv are given one (so they draw their progress bars), and
-    their lines, which a terminal ends with \\r\\n, are still sifted."""
+def in_a_terminal(cmd: list[str], env: dict[str, str]) -> str:
+    """Run a command with a pseudo-terminal for its output, as a learner's shell runs it; what it printed."""
     import pty
 
     source, terminal = pty.openpty()
-    proc = subprocess.Popen(BOOTSTRAP, cwd=ROOT, env={**fakes, "FAKE_RUN": "second"}, stdin=subprocess.DEVNULL,
-                            stdout=terminal, stderr=terminal)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=terminal, stderr=terminal)
     os.close(terminal)
     seen = b""
     while True:
         try:
             chunk = os.read(source, 65536)
-        except OSError:
+        except OSError:  # Linux, once the command has closed it
             break
         if not chunk:
             break
         seen += chunk
     os.close(source)
     assert proc.wait(timeout=60) == 0, seen
-    text = seen.decode()
-    assert "Audited 157 packages in 20ms (a terminal: True)" in text, text
-    assert "already satisfied" not in text and "attention-course==" not in text, text
+    return seen.decode()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="a pseudo-terminal: Linux and macOS")
+def test_in_a_terminal_the_installers_get_one_and_their_noise_still_goes(fakes):
+    """Where the bootstrap prints to a terminal, pip and uv are given one (so they draw their progress bars), uv's
+    downloads are counted from its bars, and their lines, which a terminal ends with \\r\\n, are still sifted."""
+    first = in_a_terminal(BOOTSTRAP, {**fakes, "FAKE_RUN": "first"})
+    assert "Prepared 3 packages in 1.50s (a terminal: True)" in first, first
+    assert "\rtorch      ━━━━━━━━━━━━━━━━━━━━ 6.00 MiB/12.50 MiB" in first, "uv's bar, shown as drawn"
+    assert "installed by uv: 31 MB downloaded" in first and " + numpy" not in first, first
+    second = in_a_terminal(BOOTSTRAP, {**fakes, "FAKE_RUN": "second"})
+    assert "Audited 157 packages in 20ms (a terminal: True)" in second, second
+    assert "already satisfied" not in second and "attention-course==" not in second, second
 
 
 def test_the_relay_shows_a_redrawn_bar_at_once_and_keeps_what_a_terminal_shows(capsys):
@@ -155,6 +166,18 @@ def test_the_relay_shows_a_redrawn_bar_at_once_and_keeps_what_a_terminal_shows(c
     assert relay.text().splitlines()[1:] == ["Downloading x (2.0 MB)", " + numpy==2.4.6", "[###] 3/3"]
 
 
+def test_what_was_downloaded_is_counted_from_lines_or_from_uvs_bars():
+    """pip says "Downloading x (17.6 MB)" (terminal or not), uv "Downloading torch (12.5MiB)" where it prints to no
+    terminal; in one it draws bars, redrawn, whose totals count, each package's once."""
+    assert bootstrap._downloaded_mb("  Downloading uv-0.13.9-py3-none-any.whl (17.6 MB)\nDownloading torch (12.5MiB)\n") \
+        == pytest.approx(17.6 + 12.5 * 1.048576)
+    bars = ("jupyterlab           ------------------------------ 16.00 KiB/16.53 MiB\n"
+            "torch      ━━━━━━━━━━━━━━━━━━━━━━━ 96.00 MiB/200.0 MiB\n"
+            "jupyterlab           ━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━ 16.53 MiB/16.53 MiB\n"
+            "   ━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━ 17.6/17.6 MB 45.2 MB/s eta 0:00:00\n")  # pip's: said above
+    assert bootstrap._downloaded_mb(bars) == pytest.approx((16.53 + 200.0) * 1.048576)
+
+
 def test_a_silent_installer_is_said_to_be_still_at_work(monkeypatch, capsys):
     """pip unpacking PyTorch and uv compiling bytecode print nothing for half a minute on a busy machine: after
     QUIET_S seconds of silence, and every QUIET_S seconds after, a line says the installer is still at work, and at
@@ -162,7 +185,7 @@ def test_a_silent_installer_is_said_to_be_still_at_work(monkeypatch, capsys):
     monkeypatch.setattr(bootstrap, "QUIET_S", 0.5)
     script = ("import time; print('Installed 147 packages in 5.66s', flush=True); time.sleep(1.7); "
               "print('Bytecode compiled')")
-    code, text = bootstrap.run_shown([sys.executable, "-c", script])
+    code, text, _ = bootstrap.run_shown([sys.executable, "-c", script])
     lines = capsys.readouterr().out.splitlines()
     assert code == 0 and lines[0] == "Installed 147 packages in 5.66s" and lines[-1] == "Bytecode compiled", lines
     nudges = lines[1:-1]

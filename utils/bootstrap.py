@@ -55,7 +55,10 @@ CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 #: Where PyPI is asked when the CPU index cannot be: the version the course is measured with most.
 TORCH_FALLBACK = "torch==2.13.0"
 _DOWNLOADING = re.compile(r"Downloading \S+ \(([\d.]+) ?([kMG]i?B)\)")
-_UNITS = {"kB": 1e-3, "MB": 1.0, "GB": 1e3, "KiB": 1.024e-3, "MiB": 1.048576, "GiB": 1073.741824}
+#: uv's bar for a download where it prints to a terminal (then it prints no "Downloading x (12.3MiB)" line):
+#: "torch  ━━━━━━━━━━━━ 96.00 MiB/200.0 MiB", redrawn; each package's total counts once.
+_BAR = re.compile(r"([\w.-]+) +[-━─╸╺]+ +[\d.]+ ?[kKMG]i?B/([\d.]+) ?([kKMG]i?B)")
+_UNITS = {"kB": 1e-3, "KB": 1e-3, "MB": 1.0, "GB": 1e3, "kiB": 1.024e-3, "KiB": 1.024e-3, "MiB": 1.048576, "GiB": 1073.741824}
 #: The uv that installs the course (measured with 0.13.9).
 UV = "uv>=0.5,<1"
 #: pip's settings that uv is given, as uv's options; `cert` and `timeout` go to uv as environment variables.
@@ -91,8 +94,10 @@ def wants_cpu_index() -> bool:
 
 
 def _downloaded_mb(out: str) -> float:
-    """The MB an installer says it downloaded ("Downloading x (12.3 MB)" from pip, "(12.3MiB)" from uv)."""
-    return sum(float(n) * _UNITS[unit] for n, unit in _DOWNLOADING.findall(out))
+    """The MB an installer says it downloaded ("Downloading x (12.3 MB)" from pip, "(12.3MiB)" from uv, or uv's bars
+    in a terminal), from all it printed, colours left out and every redraw of a bar on a line of its own."""
+    said = sum(float(n) * _UNITS[unit] for n, unit in _DOWNLOADING.findall(out))
+    return said + sum({name: float(n) * _UNITS[unit] for name, n, unit in _BAR.findall(out)}.values())
 
 
 def pip(*args: str, quiet_timeout: bool = False) -> tuple[int, float, str]:
@@ -101,9 +106,9 @@ def pip(*args: str, quiet_timeout: bool = False) -> tuple[int, float, str]:
     cmd = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", *args]
     if quiet_timeout:
         cmd += ["--timeout", "5", "--retries", "0"]
-    code, out = run_shown(cmd)
+    code, out, mb = run_shown(cmd)
     tail = "\n".join(line for line in out.splitlines() if not _NOISE.search(line))[-3000:]
-    return code, _downloaded_mb(out), tail
+    return code, mb, tail
 
 
 def say(text: str) -> None:
@@ -185,8 +190,9 @@ class _Relay:
         return _plain("".join(self.seen))
 
 
-def run_shown(cmd: Sequence[str], env: dict[str, str] | None = None) -> tuple[int, str]:
-    """Run an installer, its output passed on as it comes and kept; returns (exit code, what it printed). Where this
+def run_shown(cmd: Sequence[str], env: dict[str, str] | None = None) -> tuple[int, str, float]:
+    """Run an installer, its output passed on as it comes; returns (exit code, what it printed as a terminal shows it,
+    the MB it downloaded). Where this
     prints to a terminal on Linux or macOS the installer gets a terminal of its own, as wide as ours, so that pip and uv
     draw their progress bars; elsewhere (make's output sent to a file, a test, Windows) they print plain lines."""
     relay, decode = _Relay(), codecs.getincrementaldecoder("utf-8")(errors="replace").decode
@@ -217,7 +223,7 @@ def run_shown(cmd: Sequence[str], env: dict[str, str] | None = None) -> tuple[in
     watch.join()
     if proc.stdout is None:
         os.close(source)
-    return proc.returncode, relay.text()
+    return proc.returncode, relay.text(), _downloaded_mb(_ANSI.sub("", "".join(relay.seen)).replace("\r", "\n"))
 
 
 def _watch(relay: _Relay, done: threading.Event) -> None:
@@ -304,8 +310,8 @@ def uv(*args: str) -> tuple[int, float, str] | None:
         return None
     cmd = [sys.executable, "-m", "uv", "pip", "install", "--python", sys.executable, "--compile-bytecode", *options,
            *args]
-    code, out = run_shown(cmd, env={**os.environ, **env})
-    return code, got + _downloaded_mb(out), out[-3000:]
+    code, out, mb = run_shown(cmd, env={**os.environ, **env})
+    return code, got + mb, out[-3000:]
 
 
 def torch_plan() -> str:
