@@ -112,6 +112,7 @@ def pytest_configure(config: pytest.Config) -> None:
 #: browser 85-114 s, the hostile submission in a browser 82 s, test_cli 72 s, test_readme 76 s, test_translator 53 s;
 #: 2026-11-27: grading on a loaded machine (test_under_load.py) 60 s, which slows the other worker meanwhile.
 LONGEST_FIRST = ("test_nbval.py::test_solution_notebook_passes_nbval[08", "test_browser.py", "test_browser_untrusted.py",
+                 "test_site.py",
                  "test_readme.py", "test_cli.py", "test_translator.py", "test_submission_files.py",
                  "test_nbgrader_flow.py::test_generate_autograde", "test_hub.py", "test_under_load.py", "test_notebook_runs.py",
                  "test_engine.py::test_the_same", "test_sandbox_userns.py", "test_nbval.py")
