@@ -89,7 +89,8 @@ def test_each_step_is_said_before_it_starts_and_the_installers_output_comes_as_p
     steps = [text for text in texts if re.match(r"\[\d/\d\] ", text)]
     assert steps == [
         f"[1/2] PyTorch {bootstrap.torch_version()} is installed and supported: kept",
-        "[2/2] Installing the course and its tools (lab,dev): about 150 packages, by uv, which pip installs first …",
+        "[2/2] Installing the course with JupyterLab, nbgrader and the test tools (lab,dev), by uv, which pip installs "
+        "first …",
     ], texts
     assert texts.index(steps[1]) < texts.index("Collecting uv<1,>=0.5") < texts.index("Resolved 157 packages in 1.02s")
 

@@ -346,6 +346,10 @@ def install_torch() -> float:
     return mb
 
 
+#: What the course's optional parts bring, for the course's step line.
+_EXTRAS = {"lab": ["JupyterLab", "nbgrader"], "dev": ["the test tools"]}
+
+
 class Steps:
     """The install's steps, each said with its number before it starts ("[2/3] Installing PyTorch …") and timed, for
     the last line; `done` are steps another Python did before this one (the environment, made by the Python make
@@ -423,8 +427,9 @@ def main(argv: list[str] | None = None) -> int:
     total = install_torch()
     if not args.no_course:
         extras = args.extras or "notebooks only"
-        steps.start("the course", f"Installing the course and its tools ({extras}): "
-                    + ("about 150 packages, " if "lab" in args.extras else "")
+        names = [name for extra in args.extras.split(",") if extra for name in _EXTRAS.get(extra, [extra])]
+        tools = " and ".join(filter(None, [", ".join(names[:-1]), *names[-1:]]))
+        steps.start("the course", f"Installing the course{' with ' + tools if tools else ''} ({extras}), "
                     + ("by pip" if os.environ.get("ATTN_INSTALLER") == "pip" else "by uv, which pip installs first"))
         target = HERE + (f"[{args.extras}]" if args.extras else "")
         installer = "uv"
