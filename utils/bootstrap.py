@@ -17,7 +17,7 @@ output comes through as they print it (their progress bars too where this runs i
 the last line says how long each step took and what comes next. With --venv DIR (what `make install` runs, with any
 Python 3) it first makes that virtual environment if it is missing, then goes on in the environment's Python.
 
-The course's own ~150 packages are installed by uv (https://docs.astral.sh/uv/), which pip installs first: it
+The course's own packages (about 170 with lab,dev) are installed by uv (https://docs.astral.sh/uv/), which pip installs first: it
 fetches and unpacks in parallel, in about a third of pip's time. uv is given the settings of pip's that matter here
 (indexes, find-links, constraints, trusted hosts, certificate and timeout: a mirror set for pip is used by uv too);
 where pip is configured in any other way, where uv cannot be had, where it fails, or with ATTN_INSTALLER=pip, pip
