@@ -14,6 +14,7 @@ LAB_ARGS ?=
 THEN_lab       := starting JupyterLab
 THEN_test      := running the tests
 THEN_test-fast := running the fast tests
+THEN_site      := building the website
 $(STAMP): pyproject.toml
 	@$(PYTHON) -m utils.bootstrap --venv $(VENV) --extras lab,dev --then "$(THEN_$(firstword $(MAKECMDGOALS)))"
 	@touch $(STAMP)
