@@ -23,7 +23,7 @@ LEARNER = {"grading", "blocks", "viz", "diagnose", "failures", "substitute", "at
            "notebooks", "colab", "results", "visible", "speech"}
 #: Modules that run in the grader's process only; nothing on the learner's side may import them.
 GRADER_SIDE = {"engine.remote", "engine.checking", "engine.autograde", "engine.sandbox", "cli", "bench", "release",
-               "sanitize", "submissions", "formgrader_csp", "docs", "bootstrap", "visible_make"}
+               "sanitize", "submissions", "formgrader_csp", "docs", "bootstrap", "visible_make", "figures", "site"}
 
 
 def module_name(path: Path) -> str:
