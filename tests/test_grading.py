@@ -434,3 +434,25 @@ def test_a_random_answer_is_the_verdict_even_where_more_checks_share_another_dia
     verdict = say(verdict)
     assert verdict == f"Diagnosis: {varied}" and lead[0] == 2
     assert verdict.startswith("Diagnosis: your output changes from one call to the next with the same inputs (3 of 12")
+
+
+def test_a_spurious_ast_recursion_error_is_parsed_again(monkeypatch):
+    """CPython 3.11's "AST constructor recursion depth mismatch" (python/cpython#106905) once failed a grading:
+    the checker parses again; any other SystemError still surfaces."""
+    import ast
+
+    from utils.engine import checking
+
+    real, calls = ast.parse, []
+
+    def flaky(source, *args, **kwargs):
+        calls.append(source)
+        if len(calls) == 1:
+            raise SystemError("AST constructor recursion depth mismatch (before=39, after=36)")
+        return real(source, *args, **kwargs)
+
+    monkeypatch.setattr(checking.ast, "parse", flaky)
+    assert checking.free_names("y = x + 1") == {"x"} and len(calls) == 2
+    monkeypatch.setattr(checking.ast, "parse", lambda *a, **k: (_ for _ in ()).throw(SystemError("something else")))
+    with pytest.raises(SystemError, match="something else"):
+        checking.is_definition("def f(): pass")
