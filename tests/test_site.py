@@ -197,7 +197,7 @@ def _axe_available() -> bool:
     if AXE.is_file():
         return True
     if os.environ.get("ATTN_REQUIRE_BROWSER") == "1":
-        pytest.fail(f"axe-core is missing ({AXE}): npm install --prefix .ci/node axe-core@4 (.ci/run does)")
+        pytest.fail(f"axe-core is missing ({AXE}): npm install --prefix .ci/node axe-core@4.14.1 (.ci/run does)")
     return False
 
 
@@ -361,7 +361,7 @@ def test_the_language_switch_and_the_start_buttons_lead_where_they_say(served, v
 @slow
 def test_axe_finds_nothing_serious_or_critical(visited):
     if not _axe_available():
-        pytest.skip(f"axe-core is not installed ({AXE}): npm install --prefix .ci/node axe-core@4")
+        pytest.skip(f"axe-core is not installed ({AXE}): npm install --prefix .ci/node axe-core@4.14.1")
     serious = {p: [v for v in f["axe"] if v["impact"] in ("serious", "critical")] for p, f in visited.items()}
     assert {p: v for p, v in serious.items() if v} == {}
 
