@@ -343,7 +343,10 @@ def test_scaled_dot_product_attention(check, refs, scaled_dot_product_attention)
         q3 = torch.rand(2, 3, 5, 8) * 0.2 + base
         k3, v3 = torch.randn(2, 3, 7, 8), torch.randn(2, 3, 7, 4)
         keys = torch.rand(7) > 0.5
-        keys[int(torch.randint(0, 7, (1,)))] = True  # at least one allowed key
+        allowed = int(torch.randint(0, 7, (1,)))
+        keys[allowed] = True  # at least one allowed key
+        if keys.all():  # and at least one forbidden (1 draw in 128 allowed all 7: then no mistake here could show)
+            keys[(allowed + 1) % 7] = False
         k3[..., ~keys, :] = 40.0  # scores of forbidden keys: 40 to 180 above the allowed ones
         m3 = keys.expand(5, 7)
         _out3, w3 = reference_sdpa(q3, k3, v3, m3)
