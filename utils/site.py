@@ -34,7 +34,7 @@ from string import Template
 import nbformat
 from nbformat import NotebookNode
 
-from . import course, i18n
+from . import course, docs, i18n
 from . import notebooks as nbs
 
 ROOT = nbs.ROOT
@@ -185,13 +185,6 @@ def page_notebook(assignment: str, lang: str, missing_alts: list[str]) -> Notebo
     return page
 
 
-def title(assignment: str, lang: str) -> str:
-    """The notebook's title in `lang` (its first heading, without the number)."""
-    from .docs import title as docs_title
-
-    return docs_title(assignment, lang)
-
-
 def stored_figure(assignment: str, lang: str) -> tuple[bytes, str]:
     """The course map's picture of a notebook (MAP_FIGURES) and its alt text in `lang`."""
     wanted = MAP_FIGURES.get(assignment)
@@ -243,7 +236,7 @@ def course_map(lang: str, images: Path) -> str:
 :target: notebooks/{nb.id}.html
 ```
 
-**[{nb.number} · {title(nb.id, lang)}](notebooks/{nb.id}.ipynb)**
+**[{nb.number} · {docs.title(nb.id, lang)}](notebooks/{nb.id}.ipynb)**
 
 {what}
 
