@@ -48,7 +48,7 @@ from .diagnose import diagnose
 from .failures import CheckFailure, CheckTimeout, Mistake, diagnosed, explained, translate_with
 from .i18n import N_, _, set_language  # noqa: F401 - set_language: the notebooks' setup cells import it from here
 from .notebooks import GRADER_ENV, grader_dir  # noqa: F401 - where the hidden tests are (no torch there)
-from .results import LEAD_CHECKS, CheckOutcome, ExerciseResult, Message, Where, Words, kind, later
+from .results import LEAD_CHECKS, RESULT_MIME, CheckOutcome, ExerciseResult, Message, Where, Words, kind, later
 
 translate_with(later)  # the mistakes' and diagnoses' words, said in the reader's language when shown
 with contextlib.suppress(FileNotFoundError):  # beside the hidden tests (a clone, the instructor's side): their words
@@ -84,8 +84,6 @@ UNSEEDED = N_("your output changes from one call to the next with the same input
 #: What an exercise that is not written yet says.
 NOT_IMPLEMENTED = Message.of(N_("not implemented yet — replace `raise NotImplementedError()` with your code, then rerun "
                                 "this cell."))
-#: MIME type of the machine-readable result that ``attn check`` reads from a test cell.
-RESULT_MIME = "application/vnd.attn.check+json"
 #: What a comparison calls the tensor it compares when the test cell does not say (translated where it is shown).
 OUTPUT = N_("output")
 
@@ -660,10 +658,12 @@ class Checker:
             verdict, lead = _verdict(self.results)
         else:
             summary = Message.of(N_("all {n} checks passed."), n=len(self.results))
+        named = next((r.mistake for r in failed if r.mistake is not None), None)
         result = ExerciseResult(
             self.exercise, value, self.points, checks, summary=summary, verdict=verdict,
             lead=tuple(lead) if lead is not None else None,
-            mistake=next((r.mistake.name for r in failed if r.mistake is not None), None), graded=self._graded)
+            mistake=named.name if named else None, section=named.section if named else None,
+            implemented=not self.not_implemented, graded=self._graded)
         self.context.announce(self, result)
         self._score, self._scored = Score(value, result), len(self.results)
         return self._score

@@ -119,6 +119,9 @@ class CheckOutcome:
     line: Words = ""
 
 
+#: The MIME type of the report a test cell stores (`ExerciseResult.report`): what `attn check`, `attn progress` and
+#: `attn report` read from a notebook's outputs.
+RESULT_MIME = "application/vnd.attn.check+json"
 #: How many failed checks the feedback shows under its verdict; the rest are one flag away (`attn check --verbose`,
 #: the table's "all checks" fold).
 LEAD_CHECKS = 3
@@ -144,6 +147,8 @@ class ExerciseResult:
     graded: bool = False
     where: Where | None = None
     stopped: bool = False  # the engine stopped the exercise (its checks did not all run)
+    section: str | None = None  # where the notebook explains `mistake`: its heading, the catalogue's English
+    implemented: bool = True  # False while the answer still raises NotImplementedError (nothing attempted)
 
     @property
     def passed(self) -> bool:
@@ -180,7 +185,10 @@ class ExerciseResult:
                   "feedback": self.feedback(), "mistake": self.mistake, "graded": self.graded,
                   "checks": [{"name": say(c.name), "passed": c.passed, "hidden": c.hidden, "message": say(c.message)}
                              for c in self.checks]}
+        if not self.implemented:  # a class report counts it as not attempted, not as a mistake
+            report["implemented"] = False
         if self.lead is not None:  # only a failed exercise carries these: a passed one's stored report stays as it was
+            report["section"] = self.section  # the named mistake's section (`attn report` links to it)
             report["verdict"] = say(self.verdict) if self.verdict is not None else None
             report["lead"] = list(self.lead)
             for shown, check in zip(report["checks"], self.checks):
