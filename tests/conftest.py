@@ -101,9 +101,24 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["MPLCONFIGDIR"] = str(home / "mpl")
     os.environ["IPYTHONDIR"] = str(home / "ipython")
     os.environ["JUPYTER_RUNTIME_DIR"] = str(home / "runtime")
+    # `attn check` records each run for `attn progress` in a per-user state folder: the tests' runs go to a folder of
+    # this process's own (each xdist worker makes its own), never into the user's home; removed at the end.
+    import tempfile
+
+    os.environ["ATTN_STATE_DIR"] = _STATE_DIR[0] = tempfile.mkdtemp(prefix="attn-state-")
     # pytest-xdist's loadgroup hands out its units largest group first, which would start the longest single tests
     # (LONGEST_FIRST) only after every group: keep the collection order instead (--no-loadscope-reorder).
     config.option.loadscopereorder = False
+
+
+_STATE_DIR = [""]  # the temporary $ATTN_STATE_DIR of this test process (pytest_configure)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    import shutil
+
+    if _STATE_DIR[0]:
+        shutil.rmtree(_STATE_DIR[0], ignore_errors=True)
 
 
 #: Tests (and groups of tests, SHARED_FIXTURE) that take half a minute or more, longest first: started first, so that
