@@ -20,10 +20,11 @@ UTILS = nbs.ROOT / "utils"
 #: The three audiences of utils/ (CONTRIBUTING.md, "Where code lives"): what the learner's notebooks import, the
 #: grading engine, and notebook 08's translator; the rest are the maintainers' and instructors' tools.
 LEARNER = {"grading", "blocks", "viz", "diagnose", "failures", "substitute", "attention_variants", "course", "i18n",
-           "notebooks", "colab", "results", "visible", "speech"}
+           "notebooks", "colab", "results", "visible", "speech", "progress"}
 #: Modules that run in the grader's process only; nothing on the learner's side may import them.
 GRADER_SIDE = {"engine.remote", "engine.checking", "engine.autograde", "engine.sandbox", "cli", "bench", "release",
-               "sanitize", "submissions", "formgrader_csp", "docs", "bootstrap", "visible_make", "figures", "site"}
+               "sanitize", "submissions", "formgrader_csp", "docs", "bootstrap", "visible_make", "figures", "site",
+               "lms", "report"}
 
 
 def module_name(path: Path) -> str:

@@ -43,6 +43,7 @@ ZH_FORMS: dict[str, dict[str, str]] = {
         ".venv/bin/attn translate --vocabulary": ".venv/bin/attn translate --lang zh --vocabulary",
         ".venv/bin/attn train --steps 6000 --force": ".venv/bin/attn train --lang zh --steps 6000 --force",
         ".venv/bin/attn train --data my_pairs.tsv": ".venv/bin/attn train --lang zh --data my_pairs.tsv",
+        ".venv/bin/attn progress": ".venv/bin/attn progress --lang zh",
     },
 }
 

@@ -66,6 +66,7 @@ RUN = {
     "make lab": "test_make_lab_serves_the_course",
     ".venv/bin/attn lab --no-browser --port 8889": "test_attn_lab_with_options_serves_the_course",
     ".venv/bin/attn check notebooks/01_attention_intuition": "test_check_grades_a_blank_copy",
+    ".venv/bin/attn progress": "tests/test_progress.py::test_the_documented_command_reports_the_learners_copies",
     "make install": "test_make_install_is_a_no_op_when_installed",
     '.venv/bin/attn translate "yesterday the small dog saw the woman"': "test_translate_greedy",
     '.venv/bin/attn translate --beam 4 --attention cross.png "yesterday the woman has written a letter"':
@@ -77,6 +78,16 @@ RUN = {
     ".venv/bin/python -m utils.bootstrap": "test_bootstrap_keeps_an_installed_pytorch_and_says_what_it_downloaded",
     ".venv/bin/attn lab --lang zh": "test_attn_lab_in_chinese_serves_the_chinese_copies_with_chinese_menus",
     ".venv/bin/attn release --lang zh --solutions": "test_release_writes_the_chinese_solutions_for_nbgrader",
+    # in a course folder with a synthetic class of 02 and a few students of 01 (tests/synthetic_class.py)
+    ".venv/bin/attn report 02_scaled_dot_product_attention":
+        "tests/test_report.py::test_the_report_counts_every_planted_mistake_exactly",
+    ".venv/bin/attn report": "tests/test_report.py::test_the_whole_course_in_one_report",
+    ".venv/bin/attn report 02_scaled_dot_product_attention --lang zh":
+        "tests/test_report.py::test_the_report_in_chinese_names_the_mistakes_and_links_their_sections",
+    # verbatim, in a course folder with a gradebook made by nbgrader's API (and first without one)
+    **{command: "tests/test_export.py::test_the_documented_export_commands_run_in_a_course_folder" for command in (
+        ".venv/bin/attn export --format canvas", ".venv/bin/attn export --format moodle",
+        ".venv/bin/attn export --format csv --out -")},
 }
 
 _NBGRADER = ("writes release/, exchange/, submitted/, autograded/, feedback/ and gradebook.db into the course "

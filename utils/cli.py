@@ -112,7 +112,17 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_json()))  # the JSON contract: the exercises' scores, feedback and mistakes
     else:
         print(render(result, verbose=args.verbose))
+    from .progress import record_check
+
+    record_check(result, args.notebook, args.exercise)  # for `attn progress`; on failure only a note on stderr
     return 0
+
+
+def cmd_progress(args: argparse.Namespace) -> int:
+    """Your own progress, read from your saved notebooks and the records of `attn check` on this machine."""
+    from .progress import main as progress_main
+
+    return progress_main(args.notebooks, lang=args.lang, as_json=args.json)
 
 
 def cmd_references(args: argparse.Namespace) -> int:
@@ -175,6 +185,49 @@ def cmd_autograde(args: argparse.Namespace) -> int:
     return 1 if summary["failed"] or summary["missing"] else 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write nbgrader's gradebook as a file Canvas or Moodle imports, or as a plain CSV (utils/lms.py)."""
+    from . import lms
+    from .speech import _
+
+    out = args.out or f"grades-{args.format}.csv"
+    out = out if out == "-" else os.path.abspath(out)  # where the instructor ran the command, before the chdir below
+    db = os.path.abspath(args.db) if args.db else None
+    if not Path("nbgrader_config.py").is_file():
+        os.chdir(nbs.ROOT)  # the course's own folder, as `attn autograde`: its nbgrader_config.py names the gradebook
+    if db is None:
+        from .engine.autograde import _api
+
+        db_url = _api().coursedir.db_url
+    else:
+        db_url = db if "://" in db else f"sqlite:///{db}"
+    try:
+        result = lms.export(args.format, db_url=db_url, assignments=args.assignment, match=args.match)
+    except lms.ExportError as exc:
+        print(f"attn export: {exc}", file=sys.stderr)
+        return 2
+    data = lms.to_bytes(result.rows, args.format)
+    try:
+        if out == "-":
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+        else:
+            Path(out).write_bytes(data)
+    except OSError as exc:
+        print("attn export: " + _("cannot write {path}: {error}").format(path=out, error=exc.strerror or exc),
+              file=sys.stderr)
+        return 2
+    tell = sys.stderr if out == "-" else sys.stdout
+    for note in result.notes:
+        print("attn export: " + _("note: {note}").format(note=note), file=tell)
+    print(_("wrote {path}: {students} students, {assignments} assignments, {missing} without a submission (left "
+            "ungraded)").format(path=out if out != "-" else _("standard output"), students=result.students,
+                                assignments=result.assignments, missing=result.missing), file=tell)
+    if step := lms.next_step(args.format, args.match):
+        print(step, file=tell)
+    return 0
+
+
 def cmd_docs(args: argparse.Namespace) -> int:
     """Write README's course table, docs/COURSE.md's points, and the notebooks' Colab badges and Colab set-up
     from the registry (utils/course.py), and docs/maintainers.md's figures from docs/figures.json after taking in
@@ -226,6 +279,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return run(args.assignments or nbs.assignments())
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """Write the class report (HTML and CSV) of one assignment, or of the whole course, from the gradebook."""
+    from .i18n import speaking
+    from .report import summary_lines, write
+
+    course_dir = Path.cwd() if Path("nbgrader_config.py").is_file() else nbs.ROOT
+    page, table, datas = write(course_dir, args.assignments or None, lang=args.lang, out=args.out,
+                               lab_url=args.lab_url)
+    with speaking(args.lang):
+        for line in summary_lines(datas):
+            print(line)
+    print(f"wrote {page} and {table}")
+    return 0
+
+
 def cmd_site(args: argparse.Namespace) -> int:
     """Build the course website into _site/ (utils/site.py; `make site`)."""
     from .site import main as site_main
@@ -267,6 +335,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="grade this exercise only (faster): the cells up to its test cell run, no other test")
     p.set_defaults(func=cmd_check)
 
+    p = sub.add_parser("progress", help="your progress: for each notebook of your copy, the exercises done, their last "
+                                        "scores and the mistakes named, from your saved notebooks and the records "
+                                        "`attn check` keeps on this machine (nothing is sent anywhere)")
+    p.add_argument("notebooks", nargs="*", metavar="NOTEBOOK",
+                   help="an id such as 01_attention_intuition, its number (01), or a notebook file (default: all eight)")
+    p.add_argument("--lang", choices=["en", "zh"],
+                   help="which edition and language (default: the one you have been working in, else en)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
+    p.set_defaults(func=cmd_progress)
+
     p = sub.add_parser("autograde", help="autograde every submission of an assignment (nbgrader's gradebook), in parallel")
     p.add_argument("assignment", help="an assignment id such as 02_scaled_dot_product_attention")
     p.add_argument("--jobs", "-j", type=int, default=max(1, min(4, os.cpu_count() or 1)),
@@ -274,6 +352,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--student", action="append", metavar="ID", help="only this student (repeat for more)")
     p.add_argument("--force", action="store_true", help="grade again submissions nbgrader has already autograded")
     p.set_defaults(func=cmd_autograde)
+
+    p = sub.add_parser("export", help="write nbgrader's gradebook as a file Canvas or Moodle imports, or a plain CSV")
+    p.add_argument("--format", required=True, choices=["canvas", "moodle", "csv"],
+                   help="canvas: Grades → Import; moodle: Grades → Import → CSV file; csv: one row per student with "
+                        "id, names, email, one column per assignment and the total")
+    p.add_argument("--assignment", action="append", metavar="ID",
+                   help="only this assignment (repeat for more; default: every assignment of the gradebook)")
+    p.add_argument("--out", metavar="FILE",
+                   help="the file to write (default: grades-FORMAT.csv in the current folder; - for standard output)")
+    p.add_argument("--match", choices=["id", "email"],
+                   help="what the LMS matches students on: the nbgrader student id (Canvas's SIS Login ID, Moodle's "
+                        "username) or their email (default: id for canvas, email for moodle)")
+    p.add_argument("--db", metavar="FILE",
+                   help="the gradebook to read (default: the one nbgrader_config.py names, in the course folder)")
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("references", help="regenerate the hidden tests' reference tensors in grader/")
     p.add_argument("assignments", nargs="*", help="assignment ids (default: all)")
@@ -303,6 +396,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="instead, time `attn autograde` on classes of 40 submissions of 02 and 20 of 08")
     p.add_argument("--jobs", "-j", type=int, default=2, help="with --autograde: processes grading at once")
     p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("report", help="after autograde: a class report of scores, named mistakes and who may need "
+                                      "help (HTML and CSV), from the gradebook")
+    p.add_argument("assignments", nargs="*", help="assignment ids (default: the whole course, every assignment the "
+                                                  "gradebook has)")
+    p.add_argument("--lang", choices=["en", "zh"], default="en", help="the report's language (default: en)")
+    p.add_argument("--out", type=Path, metavar="DIR", help="where to write it (default: reports/ in the course folder)")
+    p.add_argument("--lab-url", default="http://localhost:8888/", metavar="URL",
+                   help="the JupyterLab its section links open (default: http://localhost:8888/, `attn lab`'s)")
+    p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("site", help="build the course website (English and Chinese) into _site/ (what `make site` runs)")
     p.add_argument("options", nargs=argparse.REMAINDER, help="utils/site.py's: --out DIR, --lang en|zh|all")

@@ -127,7 +127,7 @@ def install() -> None:
         content_type = str(self._headers.get("Content-Type", ""))
         if "html" in content_type and self._write_buffer:
             # The header, and with it the nonce, was set when the handler was made (set_default_headers).
-            body = add_nonce(b"".join(self._write_buffer), self._attn_nonce)
+            body = add_nonce(add_report_link(b"".join(self._write_buffer), self.base_url), self._attn_nonce)
             self._write_buffer = [body]
         return original_finish(self)
 
@@ -388,6 +388,59 @@ def _submission_page() -> Callable[..., Any]:
     return get
 
 
+# -- the class report: `attn report` as a Formgrader page ---------------------------------------------------------
+#: Where Formgrader's sidebar gets its "Class report" entry: after its last own entry.
+_SIDEBAR = re.compile(rb'(<a href="[^"]*/formgrader/manage_students">[^<]*</a></li>)')
+
+
+def add_report_link(body: bytes, base_url: str) -> bytes:
+    """Formgrader's page with "Class report" in its sidebar (the first match only: the sidebar comes before any
+    submission's content)."""
+    entry = f'<li role="presentation"><a href="{base_url}/formgrader/attn-report">Class report</a></li>'.encode()
+    return _SIDEBAR.sub(lambda m: m.group(1) + entry, body, count=1)
+
+
+def report_handler() -> type:
+    """The handler of /formgrader/attn-report[/ASSIGNMENT][?lang=zh] (and `.csv`): `utils.report`'s page for the
+    course Formgrader serves, rendered in a lane, with links to each assignment's page, the other language and the CSV.
+    A Formgrader page: the instructor's login, and the policy above (the report has no script at all)."""
+    from nbgrader.server_extensions.formgrader.base import BaseHandler, check_notebook_dir, check_xsrf
+    from tornado import web
+
+    class ReportHandler(BaseHandler):
+        @web.authenticated
+        @check_xsrf
+        @check_notebook_dir
+        async def get(self: Any, name: str = "") -> None:
+            from . import report
+            from .notebooks import CourseError
+
+            stem, as_csv = (name or "course").removesuffix(".csv"), (name or "").endswith(".csv")
+            assignment = None if stem == "course" else stem
+            lang = self.get_argument("lang", "en")
+            if lang not in ("en", "zh") or (assignment is not None and assignment not in report.known()):
+                raise web.HTTPError(404)
+            api = private_api(self)
+
+            def render() -> str:
+                datas = report.collect(api, [assignment] if assignment else None)
+                if as_csv:
+                    return report.render_csv(datas)
+                nav = report.page_links(f"{self.base_url}/formgrader", assignment, lang, [d.assignment for d in datas])
+                return report.render_html(datas, lang, lab_url=f"{self.base_url}/", nav=nav)
+
+            try:
+                body = await RENDERER.run(render)
+            except CourseError as exc:
+                raise web.HTTPError(404, str(exc)) from None
+            if as_csv:
+                self.set_header("Content-Type", "text/csv; charset=utf-8")
+                self.set_header("Content-Disposition", f'attachment; filename="{stem}.csv"')
+            self.write(body)
+
+    return ReportHandler
+
+
 def _calls(function: Any, text: str) -> bool:
     """Whether nbgrader's handler method still makes the call this module replaces (True where its source is unknown)."""
     try:
@@ -435,6 +488,14 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
         offloaded = install_offload(serverapp.log)
     except ImportError:  # no nbgrader in this environment: no Formgrader to protect
         return
+    from jupyter_server.utils import url_path_join
+
+    rules = serverapp.web_app.default_router.rules
+    serverapp.web_app.add_handlers(".*$", [
+        (url_path_join(serverapp.base_url, r"/formgrader/attn-report/?([^/]*)"), report_handler())])
+    # tornado puts a new group before the server's own, after Formgrader's, whose catch-all (`/formgrader/.*`, its
+    # 404 page) would answer first: the report's group goes first.
+    rules.insert(0, rules.pop(-2))
     serverapp.log.info("Formgrader pages carry a Content-Security-Policy (utils.formgrader_csp)")
     serverapp.log.info("Formgrader's buttons and submission pages run off the event loop (utils.formgrader_csp): %s",
                        ", ".join(offloaded))
