@@ -138,13 +138,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("assignments", nargs="*")
     parser.add_argument("--students", type=int, default=60)
     parser.add_argument("--keep", type=Path, metavar="DIR", help="build the course folders in DIR/ASSIGNMENT, kept")
+    parser.add_argument("--together", action="store_true",
+                        help="one course folder for every assignment (DIR itself with --keep), and at the end the "
+                             "whole course's report")
     args = parser.parse_args(argv)
     engine = Engine()
     bad, timings = 0, {}
+    shared = tempfile.TemporaryDirectory(prefix="attn-synthetic-")
     try:
         for assignment in args.assignments or nbs.assignments():
             with tempfile.TemporaryDirectory(prefix="attn-synthetic-") as tmp:
-                course = args.keep / assignment if args.keep else Path(tmp)
+                folder = args.keep or Path(shared.name)
+                course = folder if args.together else args.keep / assignment if args.keep else Path(tmp)
                 students = plan(assignment, args.students)
                 times = build(course, assignment, students, engine)
                 t0 = time.monotonic()  # as an instructor types it: a fresh `attn report` in the course folder
@@ -161,8 +166,14 @@ def main(argv: list[str] | None = None) -> int:
                       f"{took:.2f} s; {'all counts equal' if not differ else f'{len(differ)} differ: {differ}'}"
                       + (f"; named besides (a plant's knock-on on another exercise): {dict(knock_on)}" if knock_on else ""),
                       flush=True)
+        if args.together:
+            t0 = time.monotonic()
+            out = subprocess.run([sys.executable, "-m", "utils.cli", "report"], cwd=course, check=True,
+                                 capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(nbs.ROOT)}).stdout
+            print(f"the whole course's report in {time.monotonic() - t0:.2f} s:\n{out}", end="", flush=True)
     finally:
         engine.close()
+        shared.cleanup()
     chosen = args.assignments or nbs.assignments()
     if not bad and chosen == ["02_scaled_dot_product_attention"] and args.students >= 300:
         figures.record("report-02", by="`python -m tests.synthetic_class 02_scaled_dot_product_attention --students "

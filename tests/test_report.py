@@ -317,3 +317,25 @@ def test_the_whole_course_in_one_report(synthetic):
     assert helps[blank02].missing == [first]
     table = list(csv.DictReader(io.StringIO((course / "reports" / "course.csv").read_text(encoding="utf-8"))))
     assert {r["assignment"] for r in table} == {first, NB}
+
+
+def test_a_student_id_that_leads_out_of_autograded_reads_nothing(tmp_path):
+    """A student id is a folder name the student chose: `..` (or a link) must not make the report read a notebook
+    outside autograded/STUDENT/ASSIGNMENT/ as that student's."""
+    import os
+    from types import SimpleNamespace
+
+    forged = {"cells": [_cell("test_SelfAttention", [_output({"mistake": "forged", "checks": []})])]}
+    (tmp_path / "autograded" / "alice" / NB).mkdir(parents=True)
+    (tmp_path / "autograded" / "alice" / NB / f"{NB}.ipynb").write_text(json.dumps(forged))
+    (tmp_path / NB).mkdir()
+    (tmp_path / NB / f"{NB}.ipynb").write_text(json.dumps(forged))  # what autograded/../NB/NB.ipynb reaches
+    (tmp_path / "autograded" / "linked").symlink_to(tmp_path)
+    coursedir = SimpleNamespace(root=str(tmp_path), autograded_directory="autograded",
+                                format_path=lambda folder, student, a: os.path.join(tmp_path, folder, student, a))
+    api = SimpleNamespace(coursedir=coursedir)
+    notes: list[str] = []
+    assert report._autograded(api, NB, "alice", notes)["SelfAttention"]["mistake"] == "forged" and not notes
+    for student in ("..", "linked"):
+        assert report._autograded(api, NB, student, notes) == {}, student
+    assert len(notes) == 2 and all("mistakes unknown" in n for n in notes)

@@ -198,9 +198,9 @@ def collect(api: Any, assignments: Sequence[str] | None = None) -> list[Assignme
             attempts = {}
             for e in exercises:
                 score, max_score = graded.get(f"test_{e.name}", (0.0, float(e.points)))
-                r = reports.get(e.name)
-                attempts[e.name] = Attempt(score, max_score, reported=r is not None, **(r or {})) if r else \
-                    Attempt(score, max_score)
+                found = reports.get(e.name)
+                attempts[e.name] = (Attempt(score, max_score, reported=True, **found) if found
+                                    else Attempt(score, max_score))
             data.submissions.append(Submission(student, students[student], sum(a.score for a in attempts.values()),
                                                sum(a.max_score for a in attempts.values()), attempts))
         out.append(data)
@@ -208,7 +208,14 @@ def collect(api: Any, assignments: Sequence[str] | None = None) -> list[Assignme
 
 
 def _autograded(api: Any, assignment: str, student: str, notes: list[str]) -> dict[str, dict[str, Any]]:
+    """The grader's reports in `student`'s autograded notebook, if it lies where it should: a student id is data (a
+    folder name), and one that leads out of autograded/ (`..`, a link) reads nothing."""
+    top = (Path(api.coursedir.root) / api.coursedir.autograded_directory).resolve()
     path = Path(api.coursedir.format_path(api.coursedir.autograded_directory, student, assignment)) / f"{assignment}.ipynb"
+    if path.resolve().parent.parent.parent != top:
+        notes.append(f"{student}: the autograded notebook is not in autograded/{student}/{assignment}/: its scores are "
+                     "the gradebook's, its mistakes unknown")
+        return {}
     try:
         with open(path, encoding="utf-8") as f:
             return read_report(json.load(f), assignment)
