@@ -125,16 +125,18 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 #: two workers finish together rather than one waiting for the other's last long test (pytest-xdist hands out units
 #: in collection order; pytest_configure keeps it from reordering them). Measured 2026-11-26: 08 nbval 226 s, the
 #: browser 85-114 s, the hostile submission in a browser 82 s, test_cli 72 s, test_readme 76 s, test_translator 53 s;
-#: 2026-11-27: grading on a loaded machine (test_under_load.py) 60 s, which slows the other worker meanwhile.
+#: 2026-11-27: grading on a loaded machine (test_under_load.py) 60 s, which slows the other worker meanwhile; the
+#: class report's synthetic classes (test_report.py) 30 s.
 LONGEST_FIRST = ("test_nbval.py::test_solution_notebook_passes_nbval[08", "test_browser.py", "test_browser_untrusted.py",
                  "test_site.py",
                  "test_readme.py", "test_cli.py", "test_translator.py", "test_submission_files.py",
                  "test_nbgrader_flow.py::test_generate_autograde", "test_hub.py", "test_under_load.py", "test_notebook_runs.py",
-                 "test_engine.py::test_the_same", "test_sandbox_userns.py", "test_nbval.py")
+                 "test_engine.py::test_the_same", "test_sandbox_userns.py", "test_report.py", "test_nbval.py")
 #: Files whose tests share an expensive module fixture (a JupyterLab, Unix users, graded plants): one worker runs them
 #: all (`make test` distributes with --dist loadgroup), so the fixture is built once.
 SHARED_FIXTURE = ("test_browser.py", "test_browser_untrusted.py", "test_submission_files.py", "test_feedback_quality.py",
-                  "test_translator.py", "test_readme.py", "test_cli.py", "test_corpus.py", "test_remote.py")
+                  "test_translator.py", "test_readme.py", "test_cli.py", "test_corpus.py", "test_remote.py",
+                  "test_report.py", "test_progress.py", "test_export.py")
 #: What `make test-fast` leaves out (`-m "not slow"`): notebooks executed, browsers, hubs, Unix users, nbgrader's
 #: commands, attacks, and every grading round trip but notebook 01's.
 SLOW = ("test_nbval.py", "test_browser", "test_hub.py", "test_submission_files.py", "test_sandbox_userns.py",
