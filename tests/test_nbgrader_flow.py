@@ -29,7 +29,7 @@ def test_generate_autograde_feedback_in_a_course_directory(tmp_path):
     before = mine.read_bytes()
 
     nbgrader(course, "generate_assignment", "*")
-    nbgrader(course, "generate_assignment", "*", "--force")  # regenerating is safe too
+    nbgrader(course, "generate_assignment", ASSIGNMENTS[0], "--force")  # regenerating the learner's notebook is safe
     assert mine.read_bytes() == before
     for assignment in ASSIGNMENTS:
         released = course / "release" / assignment
