@@ -351,3 +351,16 @@ def test_a_student_id_that_leads_out_of_autograded_reads_nothing(tmp_path):
     for student in ("..", "linked"):
         assert report._autograded(api, NB, student, notes) == {}, student
     assert len(notes) == 2 and all("mistakes unknown" in n for n in notes)
+
+
+def test_what_to_re_teach_lists_the_commonest_sections_and_folds_the_rest():
+    rows = [(f"s{i}", "", [0.0, 4.0, 4.0], [f"mistake {i}", None, None]) for i in range(10)]
+    data = _class(rows)
+    for i, sub in enumerate(data.submissions):  # ten mistakes, each explained by a section of its own
+        sub.attempts["scaled_dot_product_attention"] = report.Attempt(0.0, 6.0, mistake=f"mistake {i}",
+                                                                     section=f"section {i}", reported=True)
+    page = report.render_html([data])
+    lead = page[page.index('<div class="lead">'):page.index("</div>")]
+    shown, folded = lead.split("<details>")
+    assert shown.count("<li>") == report.SECTIONS_SHOWN and folded.count("<li>") == 10 - report.SECTIONS_SHOWN
+    assert "2 more sections" in folded and f'<ol start="{report.SECTIONS_SHOWN + 1}">' in folded

@@ -46,6 +46,8 @@ _TEXT = 200
 HELP_BELOW = 0.5
 #: A named mistake made by at least this share of the students who handed in is one to re-teach.
 RETEACH_SHARE = 0.1
+#: How many sections "What to re-teach" lists before folding the rest (a whole course can have twenty).
+SECTIONS_SHOWN = 8
 #: A check failed by more than this share of those who tried the exercise: the exercise or its section may be unclear.
 UNCLEAR_SHARE = 0.5
 #: The report's only policy: no script of any kind, pictures inline, its own styles.
@@ -525,7 +527,10 @@ def _reteach(datas: Sequence[AssignmentData], all_stats: dict[str, list[Exercise
             said = _("{n} students ({share}): {mistakes}").format(
                 n=len(sec.students), share=_pct(len(sec.students) / handed[sec.assignment]), mistakes=made)
             items.append(f'<li>{_e(sec.assignment[:2])} · <a href="{_e(link)}">{_e(_(sec.section))}</a> — {_e(said)}</li>')
-        out.append(f'<div class="lead"><p>{_e(lead)}</p><ol>{"".join(items)}</ol></div>')
+        shown, more = items[:SECTIONS_SHOWN], items[SECTIONS_SHOWN:]
+        folded = (f"<details><summary>{_e(_('{n} more sections').format(n=len(more)))}</summary>"
+                  f'<ol start="{SECTIONS_SHOWN + 1}">{"".join(more)}</ol></details>') if more else ""
+        out.append(f'<div class="lead"><p>{_e(lead)}</p><ol>{"".join(shown)}</ol>{folded}</div>')
     if rows:
         rows.sort(key=lambda r: (-r[0], r[1].assignment, r[3].mistake))
         said = _("The mistakes made by {share} or more of the students who handed in, most common first.").format(
