@@ -290,11 +290,12 @@ def test_names_and_texts_from_a_submission_are_text_in_the_page_and_the_csv():
 def test_formgrader_gets_a_class_report_entry_in_its_sidebar():
     from utils.formgrader_csp import add_report_link
 
-    sidebar = ('<li role="presentation"><a href="/u/x/formgrader/manage_students">Manage Students</a></li>'
-               '<div id="notebook-container"><a href="/u/x/formgrader/manage_students">Manage Students</a></li></div>')
+    look_alike = '<div id="notebook-container"><a href="/u/x/formgrader/manage_students">Manage Students</a></li></div>'
+    sidebar = '<li role="presentation"><a href="/u/x/formgrader/manage_students">Manage Students</a></li>' + look_alike
     body = add_report_link(sidebar.encode(), "/u/x").decode()
     assert body.count('<a href="/u/x/formgrader/attn-report">Class report</a>') == 1
     assert body.index("attn-report") < body.index("notebook-container")
+    assert add_report_link(look_alike.encode(), "/u/x").decode() == look_alike, "a submission's look-alike is not it"
     assert add_report_link(b"<p>no sidebar</p>", "") == b"<p>no sidebar</p>"
 
 

@@ -20,6 +20,10 @@ API changes the shared one while it runs, which the pages answered meanwhile wou
 its own nbconvert exporter (an exporter keeps per-notebook state while it renders), and a button's log holds only its
 own command's lines (nbgrader's commands log through the server's logger).
 
+**The class report.** The extension also serves `attn report`'s page (`utils.report`) as a Formgrader page,
+/formgrader/attn-report[/ASSIGNMENT][?lang=zh] (and its CSV), behind the instructor's login and rendered in a lane,
+and adds "Class report" to Formgrader's sidebar.
+
 Enabled by jupyter-config/jupyter_server_config.d/attn-formgrader-csp.json: `attn lab` puts that folder on
 JUPYTER_CONFIG_PATH, and deploy/jupyterhub/setup.sh installs the file into the hub's Jupyter configuration.
 """
@@ -394,10 +398,12 @@ _SIDEBAR = re.compile(rb'(<a href="[^"]*/formgrader/manage_students">[^<]*</a></
 
 
 def add_report_link(body: bytes, base_url: str) -> bytes:
-    """Formgrader's page with "Class report" in its sidebar (the first match only: the sidebar comes before any
-    submission's content)."""
+    """Formgrader's page with "Class report" in its sidebar: looked for only before the rendered notebook, if any (a
+    submission could hold a look-alike of the sidebar's link)."""
+    end = body.find(_NOTEBOOK)
+    head, tail = (body, b"") if end < 0 else (body[:end], body[end:])
     entry = f'<li role="presentation"><a href="{base_url}/formgrader/attn-report">Class report</a></li>'.encode()
-    return _SIDEBAR.sub(lambda m: m.group(1) + entry, body, count=1)
+    return _SIDEBAR.sub(lambda m: m.group(1) + entry, head, count=1) + tail
 
 
 def report_handler() -> type:
