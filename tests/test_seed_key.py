@@ -53,6 +53,33 @@ def test_the_key_is_made_once_private_and_agreed_on_by_processes_that_start_toge
     assert seeds.seed_key(folder) is key, "read once per process"
 
 
+def test_grading_on_a_fresh_copy_leaves_alone_a_key_another_check_is_making(tmp_path, monkeypatch):
+    """Without isolation, grading compares the course files before and after the learner's code runs. On a fresh copy a
+    second `attn check` may be making the key at that instant: its temporary file comes and goes on its own. Putting it
+    back (or calling the result void) was wrong; any other file that appears is still removed and voids the result."""
+    from utils.engine import checking
+
+    for folder in checking.PROTECTED:
+        (tmp_path / folder).mkdir()
+    (tmp_path / "grader" / "seed.key").write_text(os.urandom(32).hex() + "\n")
+    (tmp_path / "utils" / "course.py").write_text("COURSE = 1\n")
+    monkeypatch.setattr(nbs, "ROOT", tmp_path)
+    making = tmp_path / "grader" / ".seed.key.4242.0a1b2c3d"
+    making.write_text("half")
+    snapshot = checking._snapshot()
+    making.unlink()  # the other process linked it to seed.key and removed it
+    (tmp_path / "grader" / ".seed.key.4343.0e0f1a2b").write_text("another")  # a third one starts
+    checking._verify(snapshot)  # nothing changed that grading owns
+    assert not making.exists(), "a vanished temporary key must not be put back"
+    assert (tmp_path / "grader" / ".seed.key.4343.0e0f1a2b").exists(), "the other process's file is left to it"
+    (tmp_path / "grader" / "seed.key.py").write_text("planted")  # not the temporary name: the learner's
+    (tmp_path / "utils" / "course.py").write_text("COURSE = 2\n")
+    with pytest.raises(nbs.CourseError, match="course files changed"):
+        checking._verify(snapshot)
+    assert not (tmp_path / "grader" / "seed.key.py").exists()
+    assert (tmp_path / "utils" / "course.py").read_text() == "COURSE = 1\n"
+
+
 def test_a_copied_key_is_made_private_and_a_damaged_or_linked_one_is_refused(tmp_path):
     key = os.urandom(32)
     copied = tmp_path / "copied"

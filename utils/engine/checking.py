@@ -669,13 +669,17 @@ def _not_here(exercise: str, module: str) -> ExerciseResult:
 
 
 # -- without isolation: the course files must come out of grading unchanged ---------------------------------------
+def _course_files() -> list[Path]:
+    """The files grading must leave as they were. Not the key another `attn check` may be making at this instant on a
+    fresh copy (`seed.is_key_in_making`): it vanishes on its own, and putting it back would be the corruption."""
+    from .seed import is_key_in_making
+
+    return [path for folder in PROTECTED for path in (nbs.ROOT / folder).rglob("*")
+            if path.is_file() and "__pycache__" not in path.parts and not is_key_in_making(path)]
+
+
 def _snapshot() -> dict[Path, bytes]:
-    files = {}
-    for folder in PROTECTED:
-        for path in (nbs.ROOT / folder).rglob("*"):
-            if path.is_file() and "__pycache__" not in path.parts:
-                files[path] = path.read_bytes()
-    return files
+    return {path: path.read_bytes() for path in _course_files()}
 
 
 def _verify(snapshot: dict[Path, bytes]) -> None:
@@ -685,11 +689,10 @@ def _verify(snapshot: dict[Path, bytes]) -> None:
             changed.append(path)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
-    for folder in PROTECTED:
-        for path in (nbs.ROOT / folder).rglob("*"):
-            if path.is_file() and "__pycache__" not in path.parts and path not in snapshot:
-                changed.append(path)
-                path.unlink()
+    for path in _course_files():
+        if path not in snapshot:
+            changed.append(path)
+            path.unlink()
     if changed:
         shown = ", ".join(str(p.relative_to(nbs.ROOT)) for p in changed[:5])
         raise nbs.CourseError(

@@ -44,6 +44,12 @@ def key_path(folder: Path | None = None) -> Path:
     return (folder if folder is not None else nbs.grader_dir()) / KEY_FILE
 
 
+def is_key_in_making(path: Path) -> bool:
+    """Whether `path` is a key another grading process is making this instant (`_create`'s temporary name): it comes
+    and goes on its own, so what compares the course files before and after grading leaves it out."""
+    return path.name.startswith(f".{KEY_FILE}.")
+
+
 def seed_key(folder: Path | None = None) -> bytes:
     """The grading side's secret key, made on first use (see the module's docstring).
 
