@@ -41,6 +41,38 @@ def test_check_refuses_what_it_cannot_grade_with_advice(tmp_path, make, fragment
     assert proc.stdout == "" and fragment in proc.stderr
 
 
+_REFUSALS = [  # (arguments, what stderr says): mistakes a user makes at the command line
+    (["check", "{tmp}/missing.ipynb", "--json"], "no notebook there"),
+    (["train", "--data", "{tmp}/missing.tsv", "--checkpoint", "{tmp}/c.safetensors"], "no file at"),
+    (["train", "--data", "{tmp}/bad.tsv", "--checkpoint", "{tmp}/c.safetensors"], "fix or delete that line"),
+    (["train", "--data", "{tmp}/good.tsv", "--notebook", "{tmp}/none.ipynb", "--checkpoint", "{tmp}/c.safetensors"],
+     "not found (give your copy of"),
+    (["translate", "--checkpoint", "{tmp}/c.safetensors"], "give a sentence to translate"),
+]
+
+
+def test_a_mistyped_command_is_answered_at_once_without_importing_pytorch(tmp_path):
+    """A missing or malformed file is said in a tenth of a second, not after the second and a half that importing
+    PyTorch takes (and a cold grader's start beside it)."""
+    (tmp_path / "bad.tsv").write_text("one field only\n")
+    (tmp_path / "good.tsv").write_text("".join(f"sentence {i}\tSatz {i}\n" for i in range(20)))
+    script = (
+        "import contextlib, io, json, sys\nfrom utils.cli import main\nout = []\n"
+        "for argv in json.loads(sys.argv[1]):\n"
+        "    err = io.StringIO()\n"
+        "    with contextlib.redirect_stderr(err):\n"
+        "        code = main(argv)\n"
+        "    out.append([code, err.getvalue(), 'torch' in sys.modules])\n"
+        "print(json.dumps(out))\n")
+    argvs = [[a.format(tmp=tmp_path) for a in argv] for argv, _ in _REFUSALS]
+    proc = subprocess.run([sys.executable, "-c", script, json.dumps(argvs)], capture_output=True, text=True,
+                          cwd=nbs.ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for (argv, said), (code, err, torch_loaded) in zip(_REFUSALS, json.loads(proc.stdout), strict=True):
+        assert code == 2 and said in err, (argv, code, err)
+        assert not torch_loaded, f"attn {argv[0]} imported PyTorch before saying: {err.strip()}"
+
+
 def test_report_lists_each_exercise_and_explains_failures():
     from utils.results import ExerciseResult, NotebookResult
 

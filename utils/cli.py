@@ -86,6 +86,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         print("attn check: grading needs Linux or macOS; on Windows, run it in WSL (the notebooks and their visible "
               "tests work here as they are)", file=sys.stderr)
         return 2
+    try:  # a notebook that is not there is said at once, before seconds of starting the grader
+        nbs.find_notebook(args.notebook)
+    except nbs.CourseError as exc:
+        print(f"attn check: cannot grade: {exc}", file=sys.stderr)
+        return 2
     from .engine.sandbox import Zygote
 
     try:  # the zygote imports torch & co. while this process does the same (a cold start: one import, not two)

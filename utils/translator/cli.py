@@ -49,13 +49,18 @@ def _notebook(given: str | None) -> Path:
                           "{notebook})").format(given=given, notebook=NOTEBOOK)) from None
 
 
+def _existing(notebook: Path) -> Path:
+    if not notebook.is_file():
+        raise UserError(_("{path} not found: pass --notebook with your copy of {notebook}.ipynb").format(
+            path=notebook, notebook=NOTEBOOK))
+    return notebook
+
+
 def learner_parts(notebook: Path, need: tuple[str, ...]) -> tuple[dict[str, Any], str]:
     """The learner's notebook-08 answers named in `need` (plus the parts from 03-05), and a one-line summary."""
     from . import load_answers, load_parts
 
-    if not notebook.is_file():
-        raise UserError(_("{path} not found: pass --notebook with your copy of {notebook}.ipynb").format(
-            path=notebook, notebook=NOTEBOOK))
+    _existing(notebook)
     parts = load_parts(notebook.resolve().parent.parent)
     base = {name: part.obj for name, part in parts.parts.items()}
     answers = load_answers(notebook, ["decoder_mask", "EncoderLayer", "DecoderLayer", "greedy_decode",
@@ -151,10 +156,10 @@ def _train_checkpoint(args: argparse.Namespace) -> Path:
     """Where `attn train` saves: --checkpoint; else, with --data, a checkpoint named after the data file
     (checkpoints/my_pairs.safetensors), so that your own data never lands on the course's translator; else
     checkpoints/translator.safetensors."""
-    from . import checkpoint_path
-
     if args.checkpoint:
         return Path(args.checkpoint)
+    from . import checkpoint_path
+
     if args.data:
         stem = Path(args.data).stem or "pairs"
         default = checkpoint_path()
@@ -199,6 +204,9 @@ def cmd_train(args: argparse.Namespace) -> int:
                 setting=f"{STEPS_ENV}={value!r}"))
     path = _train_checkpoint(args)
     backup = _guard_checkpoint(path, args)  # before seconds of loading the data and the notebooks
+    # A bad data file or a missing notebook is refused before PyTorch is imported (a second and a half).
+    (train_pairs, held_out), described = _data(args.data)
+    notebook = _existing(_notebook(args.notebook))
 
     import torch
 
@@ -206,9 +214,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from .corpus import Vocab
 
     torch.set_num_threads(1)
-    (train_pairs, held_out), described = _data(args.data)
-    answers, used = learner_parts(_notebook(args.notebook),
-                                  ("decoder_mask", "EncoderLayer", "DecoderLayer", "greedy_decode"))
+    answers, used = learner_parts(notebook, ("decoder_mask", "EncoderLayer", "DecoderLayer", "greedy_decode"))
     src_vocab = Vocab.build(p.src for p in train_pairs)
     tgt_vocab = Vocab.build(p.tgt for p in train_pairs)
     unknown_src = src_vocab.unk_rate(p.src for p in held_out)
@@ -309,15 +315,16 @@ def _print_vocabulary(vocab) -> None:
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
+    text = " ".join(args.sentence).strip()
+    if not text and not args.vocabulary:  # said before PyTorch is imported
+        raise UserError(_('give a sentence to translate, e.g. attn translate "yesterday the small dog saw the '
+                          'woman"'))
+
     import torch
 
     from . import checkpoint_path, read_checkpoint
     from .corpus import Vocab, tokenize
 
-    text = " ".join(args.sentence).strip()
-    if not text and not args.vocabulary:
-        raise UserError(_('give a sentence to translate, e.g. attn translate "yesterday the small dog saw the '
-                          'woman"'))
     path = Path(args.checkpoint) if args.checkpoint else checkpoint_path()
     try:
         tensors, meta = read_checkpoint(path)
