@@ -25,7 +25,6 @@ Cost: about 45 s of grading on the loaded core, a quiet machine's other core fre
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -38,7 +37,7 @@ import pytest
 from utils import notebooks as nbs
 
 from .attacks import ATTACKS, FULL
-from .conftest import ASSIGNMENTS, attn_check, planted_copy
+from .conftest import ASSIGNMENTS, attn_check, pin_process_tree, planted_copy
 from .test_adversarial import build
 
 pytestmark = pytest.mark.slow
@@ -93,19 +92,11 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def _pin_zygote(cores: set[int]) -> None:
-    """Hold this process's grading engine to `cores`: every thread of its zygote's processes (the zygote runs under
-    `unshare`, a child of the process Popen started), and so every worker the zygote forks from now on."""
+    """Hold this process's grading engine to `cores`: its zygote's processes, and so every worker it forks from now
+    on."""
     from .conftest import engine
 
-    todo, pinned = [engine().zygote().proc.pid], 0
-    while todo:
-        pid = todo.pop()
-        for task in Path(f"/proc/{pid}/task").glob("*"):
-            with contextlib.suppress(OSError):  # a thread that has just ended
-                os.sched_setaffinity(int(task.name), cores)
-                pinned += 1
-                todo += [int(child) for child in (task / "children").read_text().split()]
-    assert pinned >= 2, "the zygote's processes were not found"
+    assert pin_process_tree(engine().zygote().proc.pid, cores) >= 2, "the zygote's processes were not found"
 
 
 def test_a_loaded_machine_grades_as_a_quiet_one(tmp_path, monkeypatch):
