@@ -141,8 +141,9 @@ def test_a_loaded_machine_grades_as_a_quiet_one(tmp_path, monkeypatch):
             proc.wait()
         os.sched_setaffinity(0, cores)
         _pin_zygote(cores)
-    print(f"\nloaded ({len(busy)} spinners on core {min(core)}, where the grading ran, burning {burnt:.0f} CPU-seconds): this process's work took {stretch:.1f}x and "
-          f"{stretch_after:.1f}x its CPU time on the wall clock (quiet {quiet:.1f}x); graded in {sum(took.values()):.0f} s: "
+    print(f"\nloaded ({len(busy)} spinners on core {min(core)}, where the grading ran, burning {burnt:.0f} "
+          f"CPU-seconds): this process's work took {stretch:.1f}x and {stretch_after:.1f}x its CPU time on the wall "
+          f"clock (quiet {quiet:.1f}x); graded in {sum(took.values()):.0f} s: "
           + ", ".join(f"{name[:12]} {s:.1f} s" for name, s in took.items()))
     # The machine was loaded: what was graded here took several times its CPU time on the wall clock.
     assert min(stretch, stretch_after) > 2, (stretch, stretch_after)
