@@ -188,18 +188,20 @@ def planted_copy(assignment: str, edits: list[dict], dest: Path) -> Path:
 
 
 def pin_process_tree(pid: int, cores: set[int]) -> int:
-    """Hold every thread of process `pid` and of its descendants to `cores` (what they start from now on inherits
-    it); returns how many threads were pinned. The tests that load a machine load one core and pin the grading there,
-    so that the rest of `make test` goes on beside them (tests/test_under_load.py)."""
+    """Hold every thread of process `pid` and of its descendants (the grading engine's own walk of them) to `cores`
+    (what they start from now on inherits it); returns how many threads were pinned. The tests that load a machine
+    load one core and pin the grading there, so that the rest of `make test` goes on beside them
+    (tests/test_under_load.py)."""
     import contextlib
 
-    todo, pinned = [pid], 0
-    while todo:
-        for task in Path(f"/proc/{todo.pop()}/task").glob("*"):
+    from utils.engine.sandbox import _descendants
+
+    pinned = 0
+    for process in _descendants([pid], include_roots=True):
+        for task in Path(f"/proc/{process}/task").glob("*"):
             with contextlib.suppress(OSError):  # a thread or a process that has just ended
                 os.sched_setaffinity(int(task.name), cores)
                 pinned += 1
-                todo += [int(child) for child in (task / "children").read_text().split()]
     return pinned
 
 

@@ -30,7 +30,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -83,12 +82,11 @@ def _quiet_score(attack: dict) -> dict[str, float]:
 
 
 def _cpu_seconds(pid: int) -> float:
-    """The CPU seconds process `pid` has spent (0 if it has ended)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """The CPU seconds process `pid` has spent (0 if it has ended), as the grading engine reads them."""
+    from utils.engine.sandbox import _stat
+
+    stat = _stat(pid)
+    return stat[0] if stat else 0.0
 
 
 def _pin_zygote(cores: set[int]) -> None:
